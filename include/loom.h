@@ -1,0 +1,298 @@
+/*
+ * loom.h - the one public header of Loom, a collective-communication library.
+ *
+ * Every call returns loom_result_t: LOOM_SUCCESS (0), a positive status that is
+ * not an error (LOOM_NOT_READY), or a negative error. loom_result_string()
+ * names each; loom_get_error_string() gives the full message of the last error
+ * of one communicator.
+ */
+#ifndef LOOM_H
+#define LOOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(LOOM_BUILDING_LIBRARY) && defined(__GNUC__)
+#define LOOM_API __attribute__((visibility("default")))
+#else
+#define LOOM_API
+#endif
+
+#define LOOM_VERSION_MAJOR 0
+#define LOOM_VERSION_MINOR 1
+#define LOOM_VERSION_PATCH 0
+#define LOOM_VERSION_CODE                                                      \
+    (LOOM_VERSION_MAJOR * 10000 + LOOM_VERSION_MINOR * 100 + LOOM_VERSION_PATCH)
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum loom_result {
+    LOOM_SUCCESS = 0,
+    LOOM_NOT_READY = 1,                /* event/request not complete yet     */
+    LOOM_ERROR_INVALID_ARGUMENT = -1,  /* bad pointer, count, dtype, rank... */
+    LOOM_ERROR_NO_MEMORY = -2,
+    LOOM_ERROR_SYSTEM = -3,            /* a system call failed (errno named) */
+    LOOM_ERROR_IO = -4,                /* a file could not be read           */
+    LOOM_ERROR_INVALID_RANKTABLE = -5, /* the rank table broke a rule        */
+    LOOM_ERROR_CONFIG = -6,            /* bad configuration value            */
+    LOOM_ERROR_TIMEOUT = -7,           /* a peer did not answer in time      */
+    LOOM_ERROR_REMOTE = -8,            /* a peer closed or reset the link    */
+    LOOM_ERROR_PROTOCOL = -9,          /* malformed or unexpected bytes      */
+    LOOM_ERROR_MISMATCH = -10,         /* ranks disagree (table, call, size) */
+    LOOM_ERROR_ABORTED = -11,          /* loom_comm_abort() was called       */
+    LOOM_ERROR_NOT_SUPPORTED = -12,    /* not built in / not on this system  */
+    LOOM_ERROR_INTERNAL = -13
+} loom_result_t;
+
+/* A short, static name for a result ("invalid argument"). Never NULL. */
+LOOM_API const char *loom_result_string(loom_result_t res);
+
+/* Version as "MAJOR.MINOR.PATCH" and the features built in ("tcp ofi verbs cuda"). */
+LOOM_API loom_result_t loom_get_version(int *code, const char **version_string);
+LOOM_API loom_result_t loom_get_features(const char **features);
+
+/* ------------------------------------------------------------------------ */
+/* Rank tables (HCCL's JSON cluster description)                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct loom_ranktable loom_ranktable_t;
+
+/* Every error and warning found while loading a table. Paths are JSON paths
+ * ("server_list[1].device[3].rank_id"; "" for the document itself). */
+typedef struct loom_diag loom_diag_t;
+
+typedef enum loom_diag_severity {
+    LOOM_DIAG_ERROR = 0,
+    LOOM_DIAG_WARNING = 1
+} loom_diag_severity_t;
+
+/* Load and validate a table. On success *table is set (warnings, if any, are in
+ * *diag). On failure *table is NULL, the result says why (LOOM_ERROR_IO for an
+ * unreadable file, LOOM_ERROR_INVALID_RANKTABLE for a table that breaks a rule)
+ * and *diag holds every error found, not only the first. diag may be NULL;
+ * otherwise the caller frees *diag with loom_diag_free(). */
+LOOM_API loom_result_t loom_ranktable_load(const char *path,
+                                           loom_ranktable_t **table,
+                                           loom_diag_t **diag);
+/* The same from a string of len bytes; name is used in messages (may be NULL). */
+LOOM_API loom_result_t loom_ranktable_parse(const char *json, size_t len,
+                                            const char *name,
+                                            loom_ranktable_t **table,
+                                            loom_diag_t **diag);
+LOOM_API loom_result_t loom_ranktable_free(loom_ranktable_t *table);
+
+LOOM_API loom_result_t loom_diag_count(const loom_diag_t *diag, size_t *count);
+/* Entry i (0-based, in the order found). Strings live as long as diag. */
+LOOM_API loom_result_t loom_diag_get(const loom_diag_t *diag, size_t i,
+                                     loom_diag_severity_t *severity,
+                                     const char **path, const char **message);
+LOOM_API loom_result_t loom_diag_free(loom_diag_t *diag);
+
+/* "1.0" or "1.2". The string lives as long as the table. */
+LOOM_API loom_result_t loom_ranktable_version(const loom_ranktable_t *table,
+                                              const char **version);
+LOOM_API loom_result_t loom_ranktable_nranks(const loom_ranktable_t *table,
+                                             int *nranks);
+LOOM_API loom_result_t loom_ranktable_nservers(const loom_ranktable_t *table,
+                                               int *nservers);
+
+/* What the table says about one rank. Strings live as long as the table. */
+typedef struct loom_rank_info {
+    int rank;
+    int server_index;      /* index into server_list                       */
+    const char *server_id;
+    int device_id;
+    const char *address;   /* endpoint address: device_ip (first of a list),
+                              else host_ip, else server_id when an address  */
+    int port;              /* device_port, else LOOM_PORT_BASE + device_id
+                              + LOOM_PORT_OFFSET                            */
+    int local_rank;        /* index among the ranks of the same server      */
+    int local_size;        /* number of ranks on that server                */
+} loom_rank_info_t;
+
+LOOM_API loom_result_t loom_ranktable_rank_info(const loom_ranktable_t *table,
+                                                int rank,
+                                                loom_rank_info_t *info);
+/* The ranks that share server server_index, ascending. Writes at most max
+ * ranks to ranks[] and the number there are to *count. */
+LOOM_API loom_result_t loom_ranktable_server_ranks(const loom_ranktable_t *table,
+                                                   int server_index, int *ranks,
+                                                   int max, int *count);
+/* A stable 64-bit hash of the table's content: the same for the same servers,
+ * devices, ranks and addresses, whatever the JSON's spacing or key order. */
+LOOM_API loom_result_t loom_ranktable_hash(const loom_ranktable_t *table,
+                                           uint64_t *hash);
+
+/* ------------------------------------------------------------------------ */
+/* Types for collectives                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct loom_comm *loom_comm_t;
+typedef struct loom_stream *loom_stream_t;
+typedef struct loom_event *loom_event_t;
+
+typedef enum loom_dtype {
+    LOOM_INT8 = 0,
+    LOOM_UINT8 = 1,
+    LOOM_INT32 = 2,
+    LOOM_UINT32 = 3,
+    LOOM_INT64 = 4,
+    LOOM_UINT64 = 5,
+    LOOM_FLOAT16 = 6,   /* IEEE binary16                                   */
+    LOOM_BFLOAT16 = 7,  /* reduced in float32, rounded to nearest even     */
+    LOOM_FLOAT32 = 8,
+    LOOM_FLOAT64 = 9,
+    LOOM_DTYPE_COUNT = 10
+} loom_dtype_t;
+
+/* LOOM_AVG is the sum divided by the number of ranks; for integer types the
+ * division truncates toward zero (as C's / does). */
+typedef enum loom_redop {
+    LOOM_SUM = 0,
+    LOOM_PROD = 1,
+    LOOM_MIN = 2,
+    LOOM_MAX = 3,
+    LOOM_AVG = 4,
+    LOOM_REDOP_COUNT = 5
+} loom_redop_t;
+
+/* Size in bytes of one element (0 for an unknown dtype), and names. */
+LOOM_API size_t loom_dtype_size(loom_dtype_t dtype);
+LOOM_API const char *loom_dtype_name(loom_dtype_t dtype);
+LOOM_API const char *loom_redop_name(loom_redop_t op);
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Join the group described by the rank table at path as rank. Rank 0's
+ * endpoint is the rendezvous; blocks until every rank has arrived or
+ * LOOM_BOOTSTRAP_TIMEOUT expires (the error names the missing ranks). */
+LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
+                                                loom_comm_t *comm);
+/* url is "tcp://host:port" (rank 0 listens there) or "env://" (MASTER_ADDR,
+ * MASTER_PORT; nranks and rank may then be -1 to read WORLD_SIZE and RANK). */
+LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
+                                          loom_comm_t *comm);
+/* The table from LOOM_RANK_TABLE or RANK_TABLE_FILE; the rank from LOOM_RANK,
+ * RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID. */
+LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *comm);
+
+/* Wait for pending work, then free. After an error or abort it does not wait. */
+LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm);
+/* From any thread: every pending and later call on comm returns
+ * LOOM_ERROR_ABORTED promptly. The caller still destroys comm. */
+LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm);
+LOOM_API loom_result_t loom_comm_rank(loom_comm_t comm, int *rank);
+LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size);
+/* MPI_Comm_split: ranks with the same color form a group, ordered by key then
+ * by rank in comm. color < 0 (LOOM_SPLIT_NOCOLOR) joins none: *newcomm = NULL.
+ * Collective over comm. */
+#define LOOM_SPLIT_NOCOLOR (-1)
+LOOM_API loom_result_t loom_comm_split(loom_comm_t comm, int color, int key,
+                                       loom_comm_t *newcomm);
+
+/* The full message of comm's last error ("" when none). Valid until the next
+ * call on comm. comm may be NULL for errors of a failed init on this thread. */
+LOOM_API const char *loom_get_error_string(loom_comm_t comm);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives. Every rank calls the same collectives in the same order.     */
+/* stream == NULL: the call blocks until done. Otherwise it returns once the */
+/* work is enqueued and completes in order on the stream.                    */
+/* In place when send == recv (allgather: when send == recv + rank*count*sz; */
+/* reduce_scatter: when recv == send + rank*recvcount*size).                 */
+/* ------------------------------------------------------------------------ */
+
+LOOM_API loom_result_t loom_allreduce(const void *sendbuf, void *recvbuf,
+                                      uint64_t count, loom_dtype_t dtype,
+                                      loom_redop_t op, loom_comm_t comm,
+                                      loom_stream_t stream);
+LOOM_API loom_result_t loom_allgather(const void *sendbuf, void *recvbuf,
+                                      uint64_t sendcount, loom_dtype_t dtype,
+                                      loom_comm_t comm, loom_stream_t stream);
+LOOM_API loom_result_t loom_broadcast(void *buf, uint64_t count,
+                                      loom_dtype_t dtype, int root,
+                                      loom_comm_t comm, loom_stream_t stream);
+LOOM_API loom_result_t loom_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                           uint64_t recvcount,
+                                           loom_dtype_t dtype, loom_redop_t op,
+                                           loom_comm_t comm,
+                                           loom_stream_t stream);
+/* recvbuf matters on root only (may be NULL elsewhere). */
+LOOM_API loom_result_t loom_reduce(const void *sendbuf, void *recvbuf,
+                                   uint64_t count, loom_dtype_t dtype,
+                                   loom_redop_t op, int root, loom_comm_t comm,
+                                   loom_stream_t stream);
+LOOM_API loom_result_t loom_barrier(loom_comm_t comm, loom_stream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Streams and events                                                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Hooks that order Loom's work against a compute runtime's stream (a CUDA
+ * stream, a host task queue...). For each call enqueued on the stream:
+ *   1. mark_ready (caller's thread, at enqueue): record "inputs ready" on the
+ *      user's stream; returns a mark.
+ *   2. wait_ready (progress thread, before touching the buffers): block until
+ *      the mark is reached. Then release_mark frees it.
+ *   3. add_wait (caller's thread, at enqueue, after mark_ready): make the
+ *      user's stream wait for the op; returns a wait handle.
+ *   4. complete (progress thread, after the op): release that wait, passing
+ *      the op's result; the handle is not used again.
+ * A hook left NULL is skipped (the host stream needs only 3 and 4).
+ * Optional staging for buffers the host cannot read (device memory):
+ *   is_device_ptr tells; copy_to_host / copy_to_device run on the progress
+ *   thread after wait_ready.
+ */
+typedef struct loom_stream_hooks {
+    size_t struct_size; /* sizeof(loom_stream_hooks): grows compatibly */
+    const char *name;
+    loom_result_t (*mark_ready)(void *user_stream, void **mark);
+    loom_result_t (*wait_ready)(void *user_stream, void *mark);
+    loom_result_t (*release_mark)(void *user_stream, void *mark);
+    loom_result_t (*add_wait)(void *user_stream, void **wait_handle);
+    loom_result_t (*complete)(void *user_stream, void *wait_handle,
+                              loom_result_t status);
+    int (*is_device_ptr)(void *user_stream, const void *ptr);
+    loom_result_t (*copy_to_host)(void *user_stream, void *host,
+                                  const void *dev, size_t bytes);
+    loom_result_t (*copy_to_device)(void *user_stream, void *dev,
+                                    const void *host, size_t bytes);
+    /* Called once when the loom stream is destroyed. */
+    loom_result_t (*destroy)(void *user_stream);
+} loom_stream_hooks;
+
+/* A host stream: calls on it return once enqueued. */
+LOOM_API loom_result_t loom_stream_create_host(loom_stream_t *stream);
+/* A stream bound to a user's runtime stream through hooks (copied). */
+LOOM_API loom_result_t loom_stream_create_hooks(const loom_stream_hooks *hooks,
+                                                void *user_stream,
+                                                loom_stream_t *stream);
+/* Wait for everything enqueued on stream; returns the first error any of
+ * those ops returned since the last synchronize. */
+LOOM_API loom_result_t loom_stream_synchronize(loom_stream_t stream);
+LOOM_API loom_result_t loom_stream_destroy(loom_stream_t stream);
+
+LOOM_API loom_result_t loom_event_create(loom_event_t *event);
+/* Mark the point after everything enqueued so far on stream. */
+LOOM_API loom_result_t loom_event_record(loom_event_t event,
+                                         loom_stream_t stream);
+/* LOOM_SUCCESS when reached, LOOM_NOT_READY when not, or the error of an op
+ * before it. */
+LOOM_API loom_result_t loom_event_query(loom_event_t event);
+LOOM_API loom_result_t loom_event_synchronize(loom_event_t event);
+LOOM_API loom_result_t loom_event_destroy(loom_event_t event);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_H */

@@ -1,0 +1,47 @@
+/* bootstrap.h - rendezvous: every rank learns every rank's endpoint.
+ *
+ * Rank 0 listens on (root_host, root_port). Every other rank connects,
+ * retrying refused connections with backoff until the timeout, and sends its
+ * rank, the job's nranks, the rank table hash and its endpoint blob. Rank 0
+ * checks them (a rank whose hash or nranks differs is refused, by name, on
+ * both sides), and when all have arrived answers everyone with all endpoints
+ * and a communicator id. On timeout rank 0's error names every missing rank
+ * (through describe); the others' error names the root. */
+#ifndef LOOM_BOOTSTRAP_H
+#define LOOM_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "loom.h"
+
+struct loom_boot_params {
+    size_t struct_size;
+    int rank;
+    int nranks;
+    const char *root_host;       /* numeric address or host name            */
+    int root_port;
+    uint64_t table_hash;         /* 0 when no rank table                    */
+    double timeout;              /* seconds                                 */
+    int wake_fd;                 /* readable = give up (abort); -1 none     */
+    const char *(*describe)(void *ctx, int rank);  /* may be NULL */
+    void *describe_ctx;
+};
+
+/* my_ep: ep_len bytes (<= LOOM_EP_MAX). all_eps: nranks * ep_stride bytes,
+ * filled with rank r's blob at r * ep_stride. *comm_id: the same on every
+ * rank, new for every rendezvous. err: the full message on failure. */
+loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
+                                      const void *my_ep, size_t ep_len,
+                                      void *all_eps, size_t ep_stride,
+                                      uint64_t *comm_id, char *err,
+                                      size_t errlen);
+
+/* The local address (numeric) this host would use to reach host:port
+ * (connect a UDP socket, nothing is sent; getsockname), or, when ifname_spec
+ * is non-empty, the first address of an interface matching it (NCCL syntax:
+ * "eth" prefix, "^lo" not, "=eth0" exact, comma lists). */
+loom_result_t loom_net_local_addr(const char *host, int port,
+                                  const char *ifname_spec, char *out,
+                                  size_t outlen, char *err, size_t errlen);
+
+#endif

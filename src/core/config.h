@@ -1,0 +1,44 @@
+/* config.h - every LOOM_* variable, read once.
+ *
+ * One table in config.c holds each variable's name, type, default and a
+ * one-line doc. Values come from the environment first, then from the file
+ * named by LOOM_CONF_FILE (default /etc/loom.conf; lines "NAME=value", '#'
+ * comments), then the default. An unknown LOOM_* name or a malformed value is
+ * a warning naming it; the default is kept. */
+#ifndef LOOM_CONFIG_H
+#define LOOM_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct loom_config {
+    int debug_level;              /* LOOM_DEBUG: NONE|WARN|INFO|TRACE (WARN)   */
+    unsigned debug_subsys;        /* LOOM_DEBUG_SUBSYS: INIT,BOOT,..., ^ = not */
+    char debug_file[256];         /* LOOM_DEBUG_FILE: "" = stderr; %h %p      */
+    int port_base;                /* LOOM_PORT_BASE (29600)                    */
+    int port_offset;              /* LOOM_PORT_OFFSET (0)                      */
+    double bootstrap_timeout;     /* LOOM_BOOTSTRAP_TIMEOUT seconds (120)      */
+    double timeout;               /* LOOM_TIMEOUT seconds (300, 0 = never)     */
+    int nsocks;                   /* LOOM_NSOCKS sockets per peer (2, 1..16)   */
+    char socket_ifname[256];      /* LOOM_SOCKET_IFNAME: prefix, ^not, =exact  */
+    size_t chunk_size;            /* LOOM_CHUNK_SIZE bytes (K/M/G ok)          */
+    char algo[256];               /* LOOM_ALGO: "ring" or "allreduce=ring,..." */
+    char transport[32];           /* LOOM_TRANSPORT: tcp (default)             */
+    int spin_us;                  /* LOOM_SPIN_US: busy-poll before sleeping   */
+};
+
+/* The configuration, read on first use (thread-safe); never NULL. */
+const struct loom_config *loom_config(void);
+
+/* For tests: forget what was read so the next loom_config() reads again. */
+void loom_config_reset(void);
+
+/* Print every variable: name, value, where it came from (env, file, default),
+ * and its doc. Used by `loom-info -c`. */
+void loom_config_print(FILE *out);
+
+/* Parse "512K", "4M", "1G", "123" into bytes. 0 on success, -1 if malformed. */
+int loom_parse_size(const char *s, size_t *out);
+
+#endif

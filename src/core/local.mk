@@ -1,0 +1,4 @@
+# src/core: results, configuration, logging, communicators, op queue.
+libloom_core_la_SOURCES += \
+	src/core/util.h \
+	src/core/result.c

@@ -1,0 +1,75 @@
+/* util.h - small helpers every module uses: result propagation, time, EINTR. */
+#ifndef LOOM_UTIL_H
+#define LOOM_UTIL_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+#include "loom.h"
+#include "log.h"
+
+/* Propagate a failure, logging where it passed at TRACE. */
+#define LOOM_CHECK(call)                                                       \
+    do {                                                                       \
+        loom_result_t loom_res_ = (call);                                      \
+        if (loom_res_ < 0) {                                                   \
+            LOOM_TRACE(LOOM_SUB_ALL, "%s -> %s", #call,                        \
+                       loom_result_string(loom_res_));                         \
+            return loom_res_;                                                  \
+        }                                                                      \
+    } while (0)
+
+#define LOOM_CHECK_GOTO(call, res, label)                                      \
+    do {                                                                       \
+        (res) = (call);                                                        \
+        if ((res) < 0) {                                                       \
+            LOOM_TRACE(LOOM_SUB_ALL, "%s -> %s", #call,                        \
+                       loom_result_string(res));                               \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
+/* Retry a system call while it fails with EINTR. */
+#define LOOM_SYSCALL_RETRY(expr)                                               \
+    ({                                                                         \
+        __typeof__(expr) loom_rc_;                                             \
+        do {                                                                   \
+            loom_rc_ = (expr);                                                 \
+        } while (loom_rc_ == -1 && errno == EINTR);                            \
+        loom_rc_;                                                              \
+    })
+
+/* Monotonic time. */
+static inline double loom_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline uint64_t loom_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* FNV-1a, for stable hashes of content. */
+static inline uint64_t loom_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+#define LOOM_FNV_INIT 14695981039346656037ull
+
+/* Thread-local error message for calls that have no communicator yet (init).
+ * loom_get_error_string(NULL) returns it. */
+void loom_set_thread_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+const char *loom_thread_error(void);
+
+#endif
