@@ -1,1 +1,14 @@
-# tests/local.mk
+# tests/: the communicator-level suites (module suites live in each
+# module's local.mk).
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_coll
+TESTS += tests/unit/check_coll
+tests_unit_check_coll_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_coll_LDADD = $(TEST_LIBS)
+endif
+
+check_PROGRAMS += tests/integration/test_coll
+tests_integration_test_coll_SOURCES = tests/integration/test_coll.c \
+	tests/integration/coll_check.h tests/integration/harness.h
+tests_integration_test_coll_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_coll

@@ -19,7 +19,7 @@ typedef void (*loom_reduce_fn)(void *dst, const void *a, const void *b,
 loom_reduce_fn loom_reduce_get(loom_dtype_t dtype, loom_redop_t op);
 
 /* Convenience: dst = a op b. */
-void loom_reduce(void *dst, const void *a, const void *b, size_t count,
+void loom_reduce_apply(void *dst, const void *a, const void *b, size_t count,
                  loom_dtype_t dtype, loom_redop_t op);
 
 /* buf[i] /= n (the last step of LOOM_AVG). */

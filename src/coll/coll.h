@@ -1,0 +1,88 @@
+/* coll.h - collective algorithms over the transport's point-to-point calls.
+ *
+ * Each algorithm runs on the thread that executes the op (the progress
+ * thread, or the caller inline) and returns when its part of the collective
+ * is complete on this rank. */
+#ifndef LOOM_COLL_H
+#define LOOM_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/comm.h"
+#include "reduce/reduce.h"
+
+enum loom_algo {
+    LOOM_ALGO_AUTO = 0,
+    LOOM_ALGO_RING,       /* allreduce, allgather, reduce_scatter          */
+    LOOM_ALGO_RD,         /* recursive doubling allreduce                  */
+    LOOM_ALGO_CHAIN,      /* pipelined chain: broadcast, reduce            */
+    LOOM_ALGO_BINOMIAL,   /* binomial tree broadcast                       */
+    LOOM_ALGO_DISSEMINATION /* barrier                                     */
+};
+
+const char *loom_algo_name(enum loom_algo algo);
+
+/* Run op on comm now. Sets comm's error message on failure. */
+loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op);
+
+/* The algorithm chosen for op (selection by size and rank count, or
+ * LOOM_ALGO). Exposed for the perf tools' headers and tests. */
+enum loom_algo loom_coll_select(const struct loom_comm *comm,
+                                const struct loom_op *op);
+
+/* Parse LOOM_ALGO ("ring", "allreduce=rd,broadcast=chain"). Writes the
+ * override for each op kind (LOOM_ALGO_AUTO where none). Returns -1 and a
+ * message in err for a bad value. */
+int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
+                    char *err, size_t errlen);
+
+/* ---- point-to-point helpers (p2p.c) ------------------------------------ */
+
+/* Waiting policy and timeout/abort checks while an algorithm waits. */
+struct loom_waiter {
+    struct loom_comm *comm;
+    const struct loom_op *op;
+    uint64_t idle_since_ns;
+    unsigned spins;
+};
+
+void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
+                      const struct loom_op *op);
+/* Post a send or receive of len bytes to/from peer. */
+loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
+                            int peer, int is_send, void *buf, size_t len);
+/* Move bytes without waiting. */
+loom_result_t loom_p2p_progress(struct loom_waiter *w);
+/* Nothing completed in the caller's last look: spin, yield, then sleep in
+ * the transport. blocker is the request the caller waits for (named in a
+ * timeout). Returns an error on abort, timeout or a failed link. */
+loom_result_t loom_p2p_idle(struct loom_waiter *w,
+                            const struct loom_tx_req *blocker);
+/* Something completed: reset the idle clock. */
+static inline void loom_waiter_active(struct loom_waiter *w)
+{
+    w->idle_since_ns = 0;
+    w->spins = 0;
+}
+/* Wait until every request in reqs[0..n) is done. */
+loom_result_t loom_p2p_wait_all(struct loom_waiter *w, struct loom_tx_req *reqs,
+                                int n);
+/* A request completed with an error: record it on the comm. */
+loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
+                                  const struct loom_tx_req *req);
+
+/* ---- algorithms ---------------------------------------------------------- */
+loom_result_t loom_ring_allreduce(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_ring_allgather(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_ring_reduce_scatter(struct loom_comm *comm,
+                                       struct loom_op *op);
+loom_result_t loom_rd_allreduce(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_chain_broadcast(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_chain_reduce(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_binomial_broadcast(struct loom_comm *comm,
+                                      struct loom_op *op);
+loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
+                                         struct loom_op *op);
+
+#endif

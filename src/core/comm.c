@@ -1,0 +1,655 @@
+/* comm.c - communicator creation (rank table, tcp://, env://, split),
+ * destruction, abort, errors. */
+#include "build_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "coll/coll.h"
+#include "comm.h"
+#include "config.h"
+#include "util.h"
+
+void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
+                         const char *fmt, ...)
+{
+    char msg[sizeof comm->errmsg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&comm->lock);
+    int first = comm->error == LOOM_SUCCESS;
+    if (first) {
+        comm->error = res;
+        memcpy(comm->errmsg, msg, sizeof msg);
+    }
+    pthread_mutex_unlock(&comm->lock);
+    if (first)
+        LOOM_WARN(LOOM_SUB_INIT, "%s", msg);
+}
+
+const char *loom_comm_describe(void *arg, int rank)
+{
+    struct loom_comm *comm = arg;
+    if (!comm->rank_desc || rank < 0 || rank >= comm->nranks)
+        return "rank ?";
+    return comm->rank_desc[rank];
+}
+
+void *loom_comm_scratch(struct loom_comm *comm, size_t bytes)
+{
+    if (bytes <= comm->scratch_size)
+        return comm->scratch;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return NULL;
+    free(comm->scratch);
+    comm->scratch = p;
+    comm->scratch_size = bytes;
+    return p;
+}
+
+struct loom_tx_req *loom_comm_reqs(struct loom_comm *comm, size_t n)
+{
+    if (n <= comm->nreqs)
+        return comm->reqs;
+    struct loom_tx_req *r = calloc(n, sizeof *r);
+    if (!r)
+        return NULL;
+    free(comm->reqs);
+    comm->reqs = r;
+    comm->nreqs = n;
+    return r;
+}
+
+static void comm_free(struct loom_comm *comm)
+{
+    if (!comm)
+        return;
+    if (comm->tx)
+        loom_tx_close(comm->tx);
+    if (comm->wake_fd >= 0)
+        close(comm->wake_fd);
+    if (comm->rank_desc) {
+        for (int i = 0; i < comm->nranks; i++)
+            free(comm->rank_desc[i]);
+        free(comm->rank_desc);
+    }
+    free(comm->ring);
+    free(comm->scratch);
+    free(comm->reqs);
+    pthread_mutex_destroy(&comm->lock);
+    pthread_cond_destroy(&comm->work_cv);
+    pthread_cond_destroy(&comm->done_cv);
+    free(comm);
+}
+
+static struct loom_comm *comm_alloc(int rank, int nranks)
+{
+    struct loom_comm *comm = calloc(1, sizeof *comm);
+    if (!comm)
+        return NULL;
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->wake_fd = -1;
+    pthread_mutex_init(&comm->lock, NULL);
+    pthread_cond_init(&comm->work_cv, NULL);
+    pthread_cond_init(&comm->done_cv, NULL);
+    comm->ring = calloc((size_t)nranks, sizeof *comm->ring);
+    comm->rank_desc = calloc((size_t)nranks, sizeof *comm->rank_desc);
+    if (!comm->ring || !comm->rank_desc) {
+        comm_free(comm);
+        return NULL;
+    }
+    for (int i = 0; i < nranks; i++)
+        comm->ring[i] = i;
+    return comm;
+}
+
+static int set_desc(struct loom_comm *comm, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int set_desc(struct loom_comm *comm, int r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vasprintf(&comm->rank_desc[r], fmt, ap);
+    va_end(ap);
+    if (rc < 0) {
+        comm->rank_desc[r] = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Configuration, wake-up fd, position on the ring. */
+static loom_result_t comm_setup(struct loom_comm *comm)
+{
+    const struct loom_config *cfg = loom_config();
+    comm->chunk_size = cfg->chunk_size ? cfg->chunk_size : 1 << 20;
+    comm->spin_us = cfg->spin_us;
+    comm->timeout = cfg->timeout;
+    char err[256];
+    enum loom_algo forced[LOOM_OP_KIND_COUNT];
+    if (loom_algo_parse(cfg->algo, forced, err, sizeof err) != 0) {
+        loom_set_thread_error("%s", err);
+        return LOOM_ERROR_CONFIG;
+    }
+    for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
+        comm->algo_forced[k] = forced[k];
+    comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (comm->wake_fd < 0) {
+        loom_set_thread_error("eventfd: %s", strerror(errno));
+        return LOOM_ERROR_SYSTEM;
+    }
+    for (int i = 0; i < comm->nranks; i++)
+        if (comm->ring[i] == comm->rank)
+            comm->ring_pos = i;
+    return LOOM_SUCCESS;
+}
+
+/* Open the transport, rendezvous at root, connect everyone, start. */
+static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
+                                  int root_port)
+{
+    const struct loom_config *cfg = loom_config();
+    loom_result_t res;
+    if (comm->nranks > 1) {
+        const struct loom_transport *ops = loom_transport_find(cfg->transport);
+        if (!ops) {
+            loom_set_thread_error("LOOM_TRANSPORT=%s: no such transport is built "
+                                  "into this Loom (see loom-info)",
+                                  cfg->transport);
+            return LOOM_ERROR_NOT_SUPPORTED;
+        }
+        struct loom_tx_params tp = {
+            .struct_size = sizeof tp,
+            .rank = comm->rank,
+            .nranks = comm->nranks,
+            .comm_id = 0,
+            .local_addr = comm->local_addr,
+            .nsocks = cfg->nsocks,
+            .connect_timeout = cfg->bootstrap_timeout,
+            .wake_fd = comm->wake_fd,
+            .describe = loom_comm_describe,
+            .describe_ctx = comm,
+        };
+        /* The comm id comes from the rendezvous, after the listener exists;
+         * the transport reads it from tx->params at connect time. */
+        char ep[LOOM_EP_MAX];
+        size_t ep_len = 0;
+        res = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);
+        if (res < 0) {
+            loom_set_thread_error("rank %d: cannot open the %s transport on %s: %s",
+                                  comm->rank, ops->name, comm->local_addr,
+                                  comm->tx ? comm->tx->errmsg : loom_result_string(res));
+            return res;
+        }
+        char *all = calloc((size_t)comm->nranks, LOOM_EP_MAX);
+        if (!all)
+            return LOOM_ERROR_NO_MEMORY;
+        struct loom_boot_params bp = {
+            .struct_size = sizeof bp,
+            .rank = comm->rank,
+            .nranks = comm->nranks,
+            .root_host = root_host,
+            .root_port = root_port,
+            .table_hash = comm->table_hash,
+            .timeout = cfg->bootstrap_timeout,
+            .wake_fd = comm->wake_fd,
+            .describe = loom_comm_describe,
+            .describe_ctx = comm,
+        };
+        char err[1024] = "";
+        res = loom_bootstrap_exchange(&bp, ep, ep_len, all, LOOM_EP_MAX,
+                                      &comm->comm_id, err, sizeof err);
+        if (res < 0) {
+            free(all);
+            loom_set_thread_error("rank %d: bootstrap failed: %s", comm->rank, err);
+            return res;
+        }
+        comm->tx->params.comm_id = comm->comm_id;
+        res = comm->tx->ops->connect_all(comm->tx, all, LOOM_EP_MAX);
+        free(all);
+        if (res < 0) {
+            loom_set_thread_error("rank %d: connecting to peers failed: %s",
+                                  comm->rank, comm->tx->errmsg);
+            return res;
+        }
+    }
+    res = loom_comm_start(comm);
+    if (res < 0)
+        return res;
+    LOOM_INFO(LOOM_SUB_INIT, "communicator ready: rank %d of %d, %s, comm id %016llx",
+              comm->rank, comm->nranks, comm->local_addr,
+              (unsigned long long)comm->comm_id);
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t ranktable_error(const char *path, loom_result_t res,
+                                     loom_diag_t *diag)
+{
+    char msg[1024];
+    size_t used = (size_t)snprintf(msg, sizeof msg, "rank table %s: %s", path,
+                                   loom_result_string(res));
+    size_t n = 0;
+    loom_diag_count(diag, &n);
+    for (size_t i = 0; i < n && used < sizeof msg; i++) {
+        loom_diag_severity_t sev;
+        const char *p, *m;
+        if (loom_diag_get(diag, i, &sev, &p, &m) == LOOM_SUCCESS && sev == LOOM_DIAG_ERROR)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, "; %s%s%s", p,
+                                     *p ? ": " : "", m);
+    }
+    loom_set_thread_error("%s", msg);
+    return res;
+}
+
+LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
+                                                loom_comm_t *out)
+{
+    if (!path || !out) {
+        loom_set_thread_error("loom_comm_init_ranktable: path and comm must not be NULL");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    *out = NULL;
+    loom_ranktable_t *rt = NULL;
+    loom_diag_t *diag = NULL;
+    loom_result_t res = loom_ranktable_load(path, &rt, &diag);
+    if (res < 0) {
+        ranktable_error(path, res, diag);
+        loom_diag_free(diag);
+        return res;
+    }
+    loom_diag_free(diag);
+    int n = 0;
+    loom_ranktable_nranks(rt, &n);
+    if (rank < 0 || rank >= n) {
+        loom_set_thread_error("rank %d is not in rank table %s, which has ranks 0..%d",
+                              rank, path, n - 1);
+        loom_ranktable_free(rt);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    struct loom_comm *comm = comm_alloc(rank, n);
+    if (!comm) {
+        loom_ranktable_free(rt);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    loom_ranktable_hash(rt, &comm->table_hash);
+    /* ring order: by server, then rank, so a server's ranks are adjacent */
+    int k = 0, nservers = 0;
+    loom_ranktable_nservers(rt, &nservers);
+    for (int s = 0; s < nservers; s++) {
+        int cnt = 0;
+        loom_ranktable_server_ranks(rt, s, comm->ring + k, n - k, &cnt);
+        k += cnt;
+    }
+    res = LOOM_SUCCESS;
+    loom_rank_info_t root, me;
+    loom_ranktable_rank_info(rt, 0, &root);
+    loom_ranktable_rank_info(rt, rank, &me);
+    for (int r = 0; r < n && res == LOOM_SUCCESS; r++) {
+        loom_rank_info_t ri;
+        loom_ranktable_rank_info(rt, r, &ri);
+        if (set_desc(comm, r, "rank %d (server %s, %s:%d)", r, ri.server_id,
+                     ri.address ? ri.address : "?", ri.port) < 0)
+            res = LOOM_ERROR_NO_MEMORY;
+    }
+    if (k != n && res == LOOM_SUCCESS) {
+        loom_set_thread_error("rank table %s: servers hold %d ranks, expected %d",
+                              path, k, n);
+        res = LOOM_ERROR_INVALID_RANKTABLE;
+    }
+    if (res == LOOM_SUCCESS && !me.address) {
+        loom_set_thread_error("rank table %s: rank %d has no address", path, rank);
+        res = LOOM_ERROR_INVALID_RANKTABLE;
+    }
+    if (res == LOOM_SUCCESS) {
+        snprintf(comm->local_addr, sizeof comm->local_addr, "%s", me.address);
+        res = comm_setup(comm);
+    }
+    char root_host[64];
+    snprintf(root_host, sizeof root_host, "%s", root.address ? root.address : "");
+    int root_port = root.port;
+    loom_ranktable_free(rt);
+    if (res == LOOM_SUCCESS)
+        res = comm_connect(comm, root_host, root_port);
+    if (res < 0) {
+        comm_free(comm);
+        return res;
+    }
+    *out = comm;
+    return LOOM_SUCCESS;
+}
+
+/* Parse a decimal int fully; -1 on anything else. */
+static int parse_int(const char *s, int *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 0 || v > 1 << 30)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
+                                          loom_comm_t *out)
+{
+    if (!url || !out) {
+        loom_set_thread_error("loom_comm_init_url: url and comm must not be NULL");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    *out = NULL;
+    char host[256];
+    int port = 0;
+    if (strcmp(url, "env://") == 0) {
+        const char *a = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
+        if (!a || !*a || parse_int(p, &port) < 0) {
+            loom_set_thread_error("env://: MASTER_ADDR and MASTER_PORT must be set "
+                                  "(MASTER_ADDR=%s, MASTER_PORT=%s)",
+                                  a ? a : "(unset)", p ? p : "(unset)");
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        snprintf(host, sizeof host, "%s", a);
+        if (nranks < 0 && parse_int(getenv("WORLD_SIZE"), &nranks) < 0) {
+            loom_set_thread_error("env://: WORLD_SIZE is not set to a number");
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (rank < 0 && parse_int(getenv("RANK"), &rank) < 0) {
+            loom_set_thread_error("env://: RANK is not set to a number");
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+    } else if (strncmp(url, "tcp://", 6) == 0) {
+        const char *h = url + 6, *colon;
+        size_t hl;
+        if (*h == '[') {
+            const char *close = strchr(h, ']');
+            if (!close || close[1] != ':') {
+                loom_set_thread_error("%s: expected tcp://[IPv6]:port", url);
+                return LOOM_ERROR_INVALID_ARGUMENT;
+            }
+            h++;
+            hl = (size_t)(close - h);
+            colon = close + 1;
+        } else {
+            colon = strrchr(h, ':');
+            if (!colon) {
+                loom_set_thread_error("%s: expected tcp://host:port", url);
+                return LOOM_ERROR_INVALID_ARGUMENT;
+            }
+            hl = (size_t)(colon - h);
+        }
+        if (hl == 0 || hl >= sizeof host || parse_int(colon + 1, &port) < 0) {
+            loom_set_thread_error("%s: expected tcp://host:port", url);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        memcpy(host, h, hl);
+        host[hl] = 0;
+    } else {
+        loom_set_thread_error("%s: the URL must be tcp://host:port or env://", url);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (port < 1 || port > 65535) {
+        loom_set_thread_error("%s: port %d is not in 1..65535", url, port);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        loom_set_thread_error("%s: rank %d is not in 0..%d (nranks %d)", url, rank,
+                              nranks - 1, nranks);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    struct loom_comm *comm = comm_alloc(rank, nranks);
+    if (!comm)
+        return LOOM_ERROR_NO_MEMORY;
+    loom_result_t res = LOOM_SUCCESS;
+    for (int r = 0; r < nranks && res == LOOM_SUCCESS; r++)
+        if (set_desc(comm, r, r == 0 ? "rank %d (root %s:%d)" : "rank %d", r, host, port) < 0)
+            res = LOOM_ERROR_NO_MEMORY;
+    if (res == LOOM_SUCCESS) {
+        char err[512] = "";
+        res = loom_net_local_addr(host, port, loom_config()->socket_ifname,
+                                  comm->local_addr, sizeof comm->local_addr, err,
+                                  sizeof err);
+        if (res < 0)
+            loom_set_thread_error("%s: %s", url, err);
+    }
+    if (res == LOOM_SUCCESS)
+        res = comm_setup(comm);
+    if (res == LOOM_SUCCESS)
+        res = comm_connect(comm, host, port);
+    if (res < 0) {
+        comm_free(comm);
+        return res;
+    }
+    *out = comm;
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
+{
+    if (!out)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    const char *path = getenv("LOOM_RANK_TABLE");
+    if (!path || !*path)
+        path = getenv("RANK_TABLE_FILE");
+    if (!path || !*path) {
+        loom_set_thread_error("loom_comm_init_env: set LOOM_RANK_TABLE (or "
+                              "RANK_TABLE_FILE) to the rank table's path");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    static const char *const vars[] = {"LOOM_RANK", "RANK_ID", "RANK",
+                                       "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                       "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !*v)
+            continue;
+        int rank;
+        if (parse_int(v, &rank) < 0) {
+            loom_set_thread_error("loom_comm_init_env: %s=%s is not a rank number",
+                                  vars[i], v);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        return loom_comm_init_ranktable(path, rank, out);
+    }
+    loom_set_thread_error("loom_comm_init_env: no rank given: set LOOM_RANK (or "
+                          "RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
+    return LOOM_ERROR_INVALID_ARGUMENT;
+}
+
+LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
+{
+    if (!comm)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    __atomic_store_n(&comm->aborted, 1, __ATOMIC_RELEASE);
+    loom_comm_set_error(comm, LOOM_ERROR_ABORTED, "rank %d: aborted by loom_comm_abort",
+                        comm->rank);
+    uint64_t one = 1;
+    if (write(comm->wake_fd, &one, sizeof one) < 0) {
+        /* the counter is saturated only after 2^64 aborts: nothing to do */
+    }
+    pthread_mutex_lock(&comm->lock);
+    pthread_cond_broadcast(&comm->work_cv);
+    pthread_mutex_unlock(&comm->lock);
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm)
+{
+    if (!comm)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    if (comm->thread_started) {
+        pthread_mutex_lock(&comm->lock);
+        __atomic_store_n(&comm->stop, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&comm->work_cv);
+        pthread_mutex_unlock(&comm->lock);
+        pthread_join(comm->thread, NULL);
+    }
+    comm_free(comm);
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_comm_rank(loom_comm_t comm, int *rank)
+{
+    if (!comm || !rank)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    *rank = comm->rank;
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size)
+{
+    if (!comm || !size)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    *size = comm->nranks;
+    return LOOM_SUCCESS;
+}
+
+LOOM_API const char *loom_get_error_string(loom_comm_t comm)
+{
+    if (!comm)
+        return loom_thread_error();
+    return comm->errmsg;
+}
+
+/* ---- split ------------------------------------------------------------- */
+
+struct split_entry {
+    int32_t color, key, rank;
+};
+
+static int split_cmp(const void *a, const void *b)
+{
+    const struct split_entry *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
+                                       loom_comm_t *newcomm)
+{
+    if (!parent || !newcomm)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    *newcomm = NULL;
+    if (color < 0)
+        color = LOOM_SPLIT_NOCOLOR;
+    int n = parent->nranks;
+    loom_result_t res;
+    int32_t mine[2] = {color, key};
+    int32_t *all = calloc((size_t)n, sizeof mine);
+    struct split_entry *members = calloc((size_t)n, sizeof *members);
+    char *eps = calloc((size_t)n, LOOM_EP_MAX);
+    char *member_eps = calloc((size_t)n, LOOM_EP_MAX);
+    struct loom_comm *comm = NULL;
+    if (!all || !members || !eps || !member_eps) {
+        res = LOOM_ERROR_NO_MEMORY;
+        goto out;
+    }
+    res = loom_allgather(mine, all, 2, LOOM_INT32, parent, NULL);
+    if (res < 0)
+        goto out;
+    int nm = 0;
+    for (int r = 0; r < n; r++)
+        if (all[2 * r] == color && color != LOOM_SPLIT_NOCOLOR)
+            members[nm++] = (struct split_entry){all[2 * r], all[2 * r + 1], r};
+    qsort(members, (size_t)nm, sizeof *members, split_cmp);
+    int newrank = -1;
+    for (int i = 0; i < nm; i++)
+        if (members[i].rank == parent->rank)
+            newrank = i;
+    parent->split_count++;
+    if (newrank >= 0) {
+        comm = comm_alloc(newrank, nm);
+        if (!comm) {
+            res = LOOM_ERROR_NO_MEMORY;
+            goto out;
+        }
+        for (int i = 0; i < nm && res == LOOM_SUCCESS; i++)
+            if (set_desc(comm, i, "rank %d (%s in the parent)", i,
+                         loom_comm_describe(parent, members[i].rank)) < 0)
+                res = LOOM_ERROR_NO_MEMORY;
+        /* keep the parent's ring order among the members */
+        int k = 0;
+        for (int p = 0; p < n; p++)
+            for (int i = 0; i < nm; i++)
+                if (members[i].rank == parent->ring[p])
+                    comm->ring[k++] = i;
+        memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
+        uint64_t h = parent->comm_id;
+        h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
+                       sizeof parent->split_count);
+        h = loom_fnv1a(h, &color, sizeof color);
+        comm->comm_id = h;
+        if (res == LOOM_SUCCESS)
+            res = comm_setup(comm);
+    }
+    /* every rank of the parent takes part in the endpoint exchange */
+    char ep[LOOM_EP_MAX];
+    memset(ep, 0, sizeof ep);
+    loom_result_t lres = res;
+    if (comm && res == LOOM_SUCCESS && nm > 1) {
+        const struct loom_config *cfg = loom_config();
+        const struct loom_transport *ops = parent->tx ? parent->tx->ops : &loom_tcp_transport;
+        struct loom_tx_params tp = {
+            .struct_size = sizeof tp,
+            .rank = newrank,
+            .nranks = nm,
+            .comm_id = comm->comm_id,
+            .local_addr = comm->local_addr,
+            .nsocks = cfg->nsocks,
+            .connect_timeout = cfg->bootstrap_timeout,
+            .wake_fd = comm->wake_fd,
+            .describe = loom_comm_describe,
+            .describe_ctx = comm,
+        };
+        size_t ep_len = 0;
+        lres = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);
+    }
+    /* a rank that failed locally still joins the exchange, with an empty
+     * endpoint, so that the others do not wait for it forever */
+    res = loom_allgather(ep, eps, LOOM_EP_MAX, LOOM_UINT8, parent, NULL);
+    if (res < 0)
+        goto out;
+    if (lres < 0) {
+        res = lres;
+        goto out;
+    }
+    if (comm) {
+        for (int i = 0; i < nm; i++)
+            memcpy(member_eps + (size_t)i * LOOM_EP_MAX,
+                   eps + (size_t)members[i].rank * LOOM_EP_MAX, LOOM_EP_MAX);
+        if (nm > 1) {
+            res = comm->tx->ops->connect_all(comm->tx, member_eps, LOOM_EP_MAX);
+            if (res < 0) {
+                loom_comm_set_error(parent, res, "loom_comm_split: %s", comm->tx->errmsg);
+                goto out;
+            }
+        }
+        res = loom_comm_start(comm);
+        if (res < 0)
+            goto out;
+        *newcomm = comm;
+        comm = NULL;
+    }
+out:
+    if (comm)
+        comm_free(comm);
+    free(all);
+    free(members);
+    free(eps);
+    free(member_eps);
+    return res;
+}

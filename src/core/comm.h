@@ -1,0 +1,111 @@
+/* comm.h - the communicator: identity, transport, op queue, progress thread. */
+#ifndef LOOM_COMM_H
+#define LOOM_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "loom.h"
+#include "transport/transport.h"
+
+enum loom_op_kind {
+    LOOM_OP_ALLREDUCE = 0,
+    LOOM_OP_ALLGATHER,
+    LOOM_OP_BROADCAST,
+    LOOM_OP_REDUCE_SCATTER,
+    LOOM_OP_REDUCE,
+    LOOM_OP_BARRIER,
+    LOOM_OP_KIND_COUNT
+};
+
+/* One collective call: the descriptor every entry point packs (one enqueue
+ * path, validated once). */
+struct loom_op {
+    enum loom_op_kind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    uint64_t count;         /* allreduce/bcast/reduce: count; allgather: sendcount;
+                               reduce_scatter: recvcount */
+    loom_dtype_t dtype;
+    loom_redop_t op;
+    int root;
+    uint64_t seq;           /* per communicator, from 1                      */
+    /* stream bookkeeping (stream == NULL: blocking caller) */
+    struct loom_stream *stream;
+    uint64_t ticket;
+    void *mark;
+    void *wait_handle;
+    /* completion for blocking callers */
+    volatile int done;
+    loom_result_t result;
+    struct loom_op *next;
+};
+
+struct loom_comm {
+    int rank;
+    int nranks;
+    uint64_t comm_id;
+    struct loom_tx *tx;           /* NULL when nranks == 1                  */
+    int wake_fd;                  /* eventfd: abort wakes blocked progress  */
+
+    /* ring order: ring[pos] = rank, so that ranks of a server are adjacent */
+    int *ring;
+    int ring_pos;
+
+    /* descriptions of ranks for messages: "rank 3 (server s, addr:port)" */
+    char **rank_desc;
+    char local_addr[64];
+    uint64_t table_hash;
+
+    /* tuning, from the configuration at creation */
+    size_t chunk_size;
+    int spin_us;
+    double timeout;
+    int algo_forced[LOOM_OP_KIND_COUNT]; /* enum loom_algo from LOOM_ALGO */
+
+    /* queue and progress thread */
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv;       /* progress thread sleeps here            */
+    pthread_cond_t done_cv;       /* blocking callers sleep here            */
+    struct loom_op *head, *tail;
+    int busy;                     /* an op is executing (thread or inline)  */
+    int thread_sleeping;
+    int stop;
+    pthread_t thread;
+    int thread_started;
+    uint64_t next_seq;
+
+    volatile int aborted;
+    loom_result_t error;          /* sticky: first error, returned after    */
+    char errmsg[1024];
+
+    /* scratch reused across ops (only the executing thread touches it) */
+    void *scratch;
+    size_t scratch_size;
+    struct loom_tx_req *reqs;
+    size_t nreqs;
+
+    int split_count;              /* for unique ids of children              */
+};
+
+/* Record an error on comm (first one is sticky) and log it at WARN. */
+void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "rank 3 (server 127.0.0.1, 127.0.0.1:29603)" */
+const char *loom_comm_describe(void *comm, int rank);
+
+/* Validate, number and run or enqueue an op (the one enqueue path). */
+loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op);
+
+/* Build a communicator from a connected transport (takes ownership). */
+loom_result_t loom_comm_start(struct loom_comm *comm);
+
+/* Scratch buffer of at least bytes (grown as needed). */
+void *loom_comm_scratch(struct loom_comm *comm, size_t bytes);
+struct loom_tx_req *loom_comm_reqs(struct loom_comm *comm, size_t n);
+
+const char *loom_op_kind_name(enum loom_op_kind kind);
+
+#endif

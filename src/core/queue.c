@@ -1,0 +1,166 @@
+/* queue.c - the one enqueue path and the progress thread.
+ *
+ * Every call is validated by api.c, then submitted here: it gets the next
+ * sequence number under the communicator's lock and is either run at once
+ * on the caller's thread (a blocking call with nothing queued and nothing
+ * running: no hand-off to another CPU, which costs ~50 us on small VMs) or
+ * queued for the progress thread, which runs ops in order. */
+#include "build_config.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "comm.h"
+#include "stream/stream.h"
+#include "util.h"
+
+/* Run one op on this thread; never called with comm->lock held. */
+static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
+{
+    loom_result_t res = LOOM_SUCCESS;
+    struct loom_stage st;
+    memset(&st, 0, sizeof st);
+    if (op->stream)
+        res = loom_stream_op_begin(op->stream, op, comm->nranks, comm->rank, &st);
+    if (res < 0) {
+        loom_comm_set_error(comm, res, "%s #%llu: the stream's hooks failed (%s)",
+                            loom_op_kind_name(op->kind), (unsigned long long)op->seq,
+                            loom_result_string(res));
+    } else if (comm->error < 0) {
+        res = comm->error;
+    } else if (comm->aborted) {
+        res = LOOM_ERROR_ABORTED;
+    } else {
+        res = loom_coll_run(comm, op);
+    }
+    if (res < 0 && comm->tx) {
+        /* close the links so that peers waiting on us learn it at once */
+        comm->tx->ops->shutdown(comm->tx, res);
+    }
+    if (op->stream)
+        loom_stream_op_end(op->stream, op, &st, res);
+    return res;
+}
+
+static void *progress_main(void *arg)
+{
+    struct loom_comm *comm = arg;
+    loom_log_set_rank(comm->rank);
+    pthread_mutex_lock(&comm->lock);
+    for (;;) {
+        if (!comm->head) {
+            if (comm->stop)
+                break;
+            /* spin a little before sleeping: the next op often follows */
+            pthread_mutex_unlock(&comm->lock);
+            uint64_t until = loom_now_ns() + (uint64_t)comm->spin_us * 1000ull;
+            while (!__atomic_load_n(&comm->head, __ATOMIC_ACQUIRE) &&
+                   !__atomic_load_n(&comm->stop, __ATOMIC_ACQUIRE) &&
+                   loom_now_ns() < until)
+                sched_yield();
+            pthread_mutex_lock(&comm->lock);
+            if (!comm->head && !comm->stop) {
+                comm->thread_sleeping = 1;
+                pthread_cond_wait(&comm->work_cv, &comm->lock);
+                comm->thread_sleeping = 0;
+            }
+            continue;
+        }
+        if (comm->busy) {
+            /* an inline call on the caller's thread is finishing */
+            pthread_cond_wait(&comm->work_cv, &comm->lock);
+            continue;
+        }
+        struct loom_op *op = comm->head;
+        comm->head = op->next;
+        if (!comm->head)
+            comm->tail = NULL;
+        comm->busy = 1;
+        pthread_mutex_unlock(&comm->lock);
+
+        loom_result_t res = execute(comm, op);
+
+        pthread_mutex_lock(&comm->lock);
+        comm->busy = 0;
+        if (op->stream) {
+            free(op);
+        } else {
+            op->result = res;
+            op->done = 1;
+            pthread_cond_broadcast(&comm->done_cv);
+        }
+    }
+    pthread_mutex_unlock(&comm->lock);
+    return NULL;
+}
+
+loom_result_t loom_comm_start(struct loom_comm *comm)
+{
+    if (pthread_create(&comm->thread, NULL, progress_main, comm) != 0) {
+        loom_set_thread_error("cannot start the progress thread");
+        return LOOM_ERROR_SYSTEM;
+    }
+    comm->thread_started = 1;
+    return LOOM_SUCCESS;
+}
+
+static void append(struct loom_comm *comm, struct loom_op *op)
+{
+    op->next = NULL;
+    if (comm->tail)
+        comm->tail->next = op;
+    else
+        __atomic_store_n(&comm->head, op, __ATOMIC_RELEASE);
+    comm->tail = op;
+    if (comm->thread_sleeping)
+        pthread_cond_signal(&comm->work_cv);
+}
+
+loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (comm->error < 0) {
+        loom_result_t err = comm->error;
+        pthread_mutex_unlock(&comm->lock);
+        return err;
+    }
+    op->seq = ++comm->next_seq;
+    op->done = 0;
+    if (!op->stream) {
+        if (!comm->busy && !comm->head) {
+            comm->busy = 1;
+            pthread_mutex_unlock(&comm->lock);
+            loom_result_t res = execute(comm, op);
+            pthread_mutex_lock(&comm->lock);
+            comm->busy = 0;
+            if (comm->head)
+                pthread_cond_signal(&comm->work_cv);
+            pthread_mutex_unlock(&comm->lock);
+            return res;
+        }
+        append(comm, op);
+        while (!op->done)
+            pthread_cond_wait(&comm->done_cv, &comm->lock);
+        pthread_mutex_unlock(&comm->lock);
+        return op->result;
+    }
+    struct loom_op *q = malloc(sizeof *q);
+    if (!q) {
+        comm->next_seq--;
+        pthread_mutex_unlock(&comm->lock);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    *q = *op;
+    loom_result_t res = loom_stream_enqueue(q->stream, q);
+    if (res < 0) {
+        comm->next_seq--;
+        pthread_mutex_unlock(&comm->lock);
+        free(q);
+        return res;
+    }
+    append(comm, q);
+    pthread_mutex_unlock(&comm->lock);
+    return LOOM_SUCCESS;
+}

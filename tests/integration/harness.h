@@ -1,0 +1,108 @@
+/* harness.h - run N ranks as forked processes over loopback, bounded in
+ * time, ended by PID. Each rank runs fn(rank, n, arg) and exits with its
+ * return value (0 = pass). */
+#ifndef LOOM_TEST_HARNESS_H
+#define LOOM_TEST_HARNESS_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A port that was free a moment ago on 127.0.0.1. */
+static inline int harness_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        perror("harness_free_port");
+        exit(2);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+typedef int (*harness_fn)(int rank, int n, void *arg);
+
+static inline double harness_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Returns 0 when every rank exited 0. status[r] gets each exit code (or
+ * 128+signal, or -1 for killed at the timeout) when status != NULL. */
+static inline int harness_run(int n, harness_fn fn, void *arg, double timeout_s,
+                              int *status)
+{
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    int *st = status ? status : calloc((size_t)n, sizeof *st);
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            exit(2);
+        }
+        if (pid == 0) {
+            alarm((unsigned)timeout_s + 5); /* never outlive the harness */
+            int rc = fn(r, n, arg);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(rc);
+        }
+        pids[r] = pid;
+        st[r] = -2;
+    }
+    double deadline = harness_now() + timeout_s;
+    int left = n, failed = 0;
+    while (left > 0) {
+        int ws;
+        pid_t p = waitpid(-1, &ws, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] == p) {
+                    st[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+                    if (st[r] != 0)
+                        failed = 1;
+                    pids[r] = 0;
+                    left--;
+                }
+            continue;
+        }
+        if (harness_now() > deadline) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] > 0) {
+                    fprintf(stderr, "harness: rank %d (pid %d) still running after %.0f s: killed\n",
+                            r, (int)pids[r], timeout_s);
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    st[r] = -1;
+                    pids[r] = 0;
+                    left--;
+                }
+            failed = 1;
+            break;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    free(pids);
+    if (!status)
+        free(st);
+    return failed;
+}
+
+#endif
