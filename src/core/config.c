@@ -4,6 +4,9 @@
  * /etc/loom.conf), then the table's default. A value that does not parse or is
  * out of range is a warning naming the variable, the value and where it came
  * from; the next source down is used instead (file, then default).
+ * Variables without a struct field (LOOM_CONF_FILE, LOOM_RANK_TABLE, ...) are
+ * read with getenv() where they are used; they are listed here so they are
+ * known, checked and printed, and are not accepted from the file.
  *
  * Warnings found while reading are queued and written once the logger knows
  * its level and output: log.c reads this configuration to set itself up, so
@@ -451,9 +454,9 @@ static void config_read_file(const char *path, int explicit)
                         name, value);
             continue;
         }
-        if (strcmp(var->name, "LOOM_CONF_FILE") == 0) {
-            config_warn("%.300s:%d: LOOM_CONF_FILE only has effect in the environment", path,
-                        lineno);
+        if (var->offset == NO_FIELD) { /* read with getenv() elsewhere */
+            config_warn("%.300s:%d: %s is read from the environment only; ignored", path,
+                        lineno, var->name);
             continue;
         }
         char where[CONFIG_VALUE_MAX + 32];
@@ -510,6 +513,8 @@ void loom_config_reset(void)
 {
     pthread_once_t fresh = PTHREAD_ONCE_INIT;
     config_once = fresh;
+    /* The logger reads its level, subsystems and file again on next use. */
+    __atomic_store_n(&loom_log_level_cur, -1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&config_warn_lock);
     config_nwarn = 0;
     config_nwarn_dropped = 0;

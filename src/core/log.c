@@ -25,7 +25,9 @@
 int loom_log_level_cur = -1;
 unsigned loom_log_subsys_cur = LOOM_SUB_ALL;
 
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+/* Guards setup. Not pthread_once: loom_config_reset() sets the level back to
+ * -1 so that tests can make the logger read the configuration again. */
+static pthread_mutex_t log_setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int log_in_setup; /* this thread is inside log_setup     */
 static __thread int log_rank = -1;
 static int log_fd = STDERR_FILENO;
@@ -87,6 +89,10 @@ static void log_setup(void)
         *dot = '\0';
 
     const struct loom_config *cfg = loom_config();
+    if (log_fd != STDERR_FILENO) { /* set up again after loom_config_reset() */
+        close(log_fd);
+        log_fd = STDERR_FILENO;
+    }
     if (cfg->debug_file[0] != '\0') {
         char path[LOG_PATH_MAX];
         if (log_expand_path(cfg->debug_file, path, sizeof(path)) != 0) {
@@ -110,8 +116,12 @@ static void log_setup(void)
 void loom_log_init(void)
 {
     int saved = errno;
-    if (!log_in_setup)
-        pthread_once(&log_once, log_setup);
+    if (!log_in_setup) {
+        pthread_mutex_lock(&log_setup_lock);
+        if (__atomic_load_n(&loom_log_level_cur, __ATOMIC_ACQUIRE) < 0)
+            log_setup();
+        pthread_mutex_unlock(&log_setup_lock);
+    }
     errno = saved;
 }
 
