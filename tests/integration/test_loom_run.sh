@@ -101,5 +101,28 @@ done
 "$RUN" -h | grep -q "usage: loom-run" || fail "-h prints no usage"
 [ "$failures" -eq "$f0" ] && pass "bad arguments"
 
+# 8. SIGTERM to loom-run is forwarded: the ranks end and loom-run reports it.
+f0=$failures
+start=$(date +%s)
+"$RUN" -n 2 --timeout 20 -- sh -c 'echo up; exec sleep 60' >"$work/out8" 2>"$work/err8" &
+pid=$!
+i=0
+while [ "$(grep -c up "$work/out8" 2>/dev/null)" -lt 2 ] && [ $i -lt 100 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -TERM "$pid"
+( sleep 15; kill -KILL "$pid" 2>/dev/null ) &
+dog=$!
+wait "$pid"
+rc=$?
+kill "$dog" 2>/dev/null
+wait "$dog" 2>/dev/null
+secs=$(( $(date +%s) - start ))
+[ "$rc" -eq 143 ] || fail "forwarded SIGTERM: exit $rc, want 143: $(cat "$work/err8")"
+grep -q "was killed by signal 15" "$work/err8" || fail "forwarded SIGTERM: $(cat "$work/err8")"
+[ "$secs" -lt 10 ] || fail "forwarded SIGTERM took $secs s"
+[ "$failures" -eq "$f0" ] && pass "SIGTERM forwarded"
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 exit 0
