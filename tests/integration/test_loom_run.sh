@@ -9,25 +9,38 @@ RUN="$builddir/loom-run"
 [ -x "$RUN" ] || { echo "FAIL: $RUN not built"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_loom_run.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+# Removed at the end, not from an EXIT trap: some shells run that trap in
+# subshells too ($(...)), which removed the directory mid-test.
 failures=0
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# run_bounded SECS OUT ERR ARGS...: run loom-run with a watchdog; sets rc and secs.
+# wait_bounded SECS PID: wait for PID (a child of this shell) for at most
+# SECS seconds, SIGKILL it if it is still running then; sets rc.
+wait_bounded() {
+    i=0
+    while [ "$i" -lt $(($1 * 10)) ]; do
+        st=$(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null | cut -c1)
+        if [ -z "$st" ] || [ "$st" = Z ]; then
+            break
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -KILL "$2" 2>/dev/null
+    wait "$2"
+    rc=$?
+}
+
+# run_bounded SECS OUT ERR ARGS...: run loom-run, at most SECS seconds; sets
+# rc and secs.
 run_bounded() {
     limit=$1 out=$2 err=$3
     shift 3
     start=$(date +%s)
     "$RUN" "$@" >"$out" 2>"$err" &
-    pid=$!
-    ( sleep "$limit"; kill -KILL "$pid" 2>/dev/null ) &
-    dog=$!
-    wait "$pid"
-    rc=$?
-    kill "$dog" 2>/dev/null
-    wait "$dog" 2>/dev/null
+    wait_bounded "$limit" $!
     secs=$(( $(date +%s) - start ))
 }
 
@@ -112,17 +125,13 @@ while [ "$(grep -c up "$work/out8" 2>/dev/null)" -lt 2 ] && [ $i -lt 100 ]; do
     i=$((i + 1))
 done
 kill -TERM "$pid"
-( sleep 15; kill -KILL "$pid" 2>/dev/null ) &
-dog=$!
-wait "$pid"
-rc=$?
-kill "$dog" 2>/dev/null
-wait "$dog" 2>/dev/null
+wait_bounded 15 "$pid"
 secs=$(( $(date +%s) - start ))
 [ "$rc" -eq 143 ] || fail "forwarded SIGTERM: exit $rc, want 143: $(cat "$work/err8")"
 grep -q "was killed by signal 15" "$work/err8" || fail "forwarded SIGTERM: $(cat "$work/err8")"
 [ "$secs" -lt 10 ] || fail "forwarded SIGTERM took $secs s"
 [ "$failures" -eq "$f0" ] && pass "SIGTERM forwarded"
 
+rm -rf "$work"
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 exit 0

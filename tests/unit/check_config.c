@@ -40,6 +40,8 @@ static void clear_loom_env(void)
 /* A config file with this content; LOOM_CONF_FILE names it. */
 static void write_conf(const char *content)
 {
+    if (strstr(conf_path, "XXXXXX") == NULL)
+        unlink(conf_path); /* the previous one */
     strcpy(conf_path, "/tmp/check_config_conf.XXXXXX");
     int fd = mkstemp(conf_path);
     ck_assert_int_ge(fd, 0);
