@@ -5,4 +5,14 @@ libloom_core_la_SOURCES += \
 	src/core/result.c \
 	src/core/comm.c \
 	src/core/queue.c \
-	src/core/api.c
+	src/core/api.c \
+	src/core/config.c \
+	src/core/log.c
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_config
+TESTS += tests/unit/check_config
+tests_unit_check_config_SOURCES = tests/unit/check_config.c
+tests_unit_check_config_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_config_LDADD = $(TEST_LIBS)
+endif
