@@ -11,3 +11,14 @@ LOOM_RANKTABLE_SOURCES = \
 	src/ranktable/ranktable.c
 
 libloom_core_la_SOURCES += $(LOOM_RANKTABLE_SOURCES)
+
+# Tests: the Check suite and the tool's integration test, with their corpus.
+EXTRA_DIST += tests/data/ranktables tests/integration/test_ranktable_tool.sh
+TESTS += tests/integration/test_ranktable_tool.sh
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_ranktable
+TESTS += tests/unit/check_ranktable
+tests_unit_check_ranktable_SOURCES = tests/unit/check_ranktable.c
+tests_unit_check_ranktable_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_ranktable_LDADD = $(TEST_LIBS)
+endif

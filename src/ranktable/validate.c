@@ -283,6 +283,11 @@ static void check_ranks(struct rt_check *c)
     char path[LOOM_RT_MAX_PATH];
     if (n == 0 || n > (size_t)1 << 30)
         return;
+    /* A server whose device list could not be read hides how many ranks
+     * there are: range and gap messages would only mislead. */
+    for (size_t s = 0; s < t->nservers; s++)
+        if (!t->servers[s].have_devices)
+            return;
     /* owner[r] = 1 + flat index of the (first) device holding rank r. */
     size_t *owner = calloc(n, sizeof *owner);
     size_t *srv_of = calloc(n, sizeof *srv_of);
