@@ -211,7 +211,7 @@ static int cmd_check(int argc, char **argv)
     int json = 0, rank = -1, c, ok;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+hj", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
             rank = parse_int(optarg, 0, 1 << 30, &ok);
@@ -391,7 +391,7 @@ static int cmd_generate(int argc, char **argv)
     int ndev = -1, v12 = 0, c, ok;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             servers_arg = optarg;
