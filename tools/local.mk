@@ -1,1 +1,7 @@
-# tools/local.mk
+# tools/local.mk: loom-info (version, features, configuration).
+bin_PROGRAMS += loom-info
+loom_info_SOURCES = tools/loom-info.c
+loom_info_LDADD = $(LOOM_INTERNAL_LIBS)
+
+# The example configuration, every variable commented out.
+EXTRA_DIST += etc/loom.conf

@@ -2,3 +2,8 @@
 libloom_core_la_SOURCES += \
 	src/core/util.h \
 	src/core/result.c
+
+# Configuration table and logging (wip-config).
+libloom_core_la_SOURCES += \
+	src/core/config.c \
+	src/core/log.c

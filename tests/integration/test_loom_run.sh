@@ -1,0 +1,105 @@
+#!/bin/sh
+# test_loom_run.sh - loom-run: output prefixes, failure propagation, timeout,
+# the temporary rank table. Every run is bounded by loom-run's own --timeout
+# and by an outer watchdog that ends loom-run by its PID.
+set -u
+
+builddir=${LOOM_BUILDDIR:-.}
+RUN="$builddir/loom-run"
+[ -x "$RUN" ] || { echo "FAIL: $RUN not built"; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/test_loom_run.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# run_bounded SECS OUT ERR ARGS...: run loom-run with a watchdog; sets rc and secs.
+run_bounded() {
+    limit=$1 out=$2 err=$3
+    shift 3
+    start=$(date +%s)
+    "$RUN" "$@" >"$out" 2>"$err" &
+    pid=$!
+    ( sleep "$limit"; kill -KILL "$pid" 2>/dev/null ) &
+    dog=$!
+    wait "$pid"
+    rc=$?
+    kill "$dog" 2>/dev/null
+    wait "$dog" 2>/dev/null
+    secs=$(( $(date +%s) - start ))
+}
+
+# 1. Three ranks, each line prefixed with its rank, stdout and stderr apart.
+run_bounded 20 "$work/out1" "$work/err1" -n 3 --timeout 15 -- \
+    sh -c 'echo hello $LOOM_RANK; echo oops $RANK >&2; printf "tail $WORLD_SIZE"'
+[ "$rc" -eq 0 ] || fail "three ranks: exit $rc"
+for r in 0 1 2; do
+    grep -qx "\[$r\] hello $r" "$work/out1" || fail "no '[$r] hello $r' on stdout"
+    grep -qx "\[$r\] tail 3" "$work/out1" || fail "partial line of rank $r not flushed"
+    grep -qx "\[$r\] oops $r" "$work/err1" || fail "no '[$r] oops $r' on stderr"
+done
+[ "$(wc -l <"$work/out1")" -eq 6 ] || fail "stdout has $(wc -l <"$work/out1") lines, want 6"
+grep -q oops "$work/out1" && fail "stderr lines reached stdout"
+[ "$failures" -eq 0 ] && pass "prefixed output"
+
+# 2. A failing rank ends the job with its status; sleeping ranks are killed.
+f0=$failures
+run_bounded 30 "$work/out2" "$work/err2" -n 3 --timeout 25 -- \
+    sh -c 'if [ "$LOOM_RANK" = 1 ]; then exit 3; fi; sleep 60'
+[ "$rc" -eq 3 ] || fail "failing rank: exit $rc, want 3"
+grep -q "loom-run: rank 1 exited with status 3" "$work/err2" || fail "failed rank not named: $(cat "$work/err2")"
+[ "$secs" -lt 10 ] || fail "failing rank: took $secs s, others not killed"
+[ "$failures" -eq "$f0" ] && pass "failure propagates ($secs s)"
+
+# 3. A rank killed by a signal: 128 + signal.
+f0=$failures
+run_bounded 20 "$work/out3" "$work/err3" -n 2 --timeout 15 -- sh -c 'kill -TERM $$'
+[ "$rc" -eq 143 ] || fail "signalled rank: exit $rc, want 143"
+grep -q "was killed by signal 15" "$work/err3" || fail "signal not named: $(cat "$work/err3")"
+[ "$failures" -eq "$f0" ] && pass "signal status"
+
+# 4. --timeout ends everything with 124 and names the ranks still running.
+f0=$failures
+run_bounded 20 "$work/out4" "$work/err4" -n 2 --timeout 1 -- sleep 60
+[ "$rc" -eq 124 ] || fail "timeout: exit $rc, want 124"
+grep -q "loom-run: timeout after 1 s; ranks still running: 0 1" "$work/err4" || fail "timeout message: $(cat "$work/err4")"
+[ "$secs" -lt 8 ] || fail "timeout took $secs s"
+[ "$failures" -eq "$f0" ] && pass "timeout"
+
+# 5. The temporary rank table exists during the run and is gone after.
+f0=$failures
+run_bounded 20 "$work/out5" "$work/err5" -n 2 --timeout 15 -- \
+    sh -c 'echo "TABLE=$LOOM_RANK_TABLE"; cat "$LOOM_RANK_TABLE"'
+[ "$rc" -eq 0 ] || fail "table: exit $rc: $(cat "$work/err5")"
+table=$(sed -n 's/^\[0\] TABLE=//p' "$work/out5")
+[ -n "$table" ] || fail "LOOM_RANK_TABLE not set"
+grep -q '^\[1\] .*"status": "completed"' "$work/out5" || fail "table not readable by rank 1"
+grep -q '"device_id": "1", "rank_id": "1"' "$work/out5" || fail "table lacks device 1"
+[ -n "$table" ] && [ -e "$table" ] && fail "temporary table $table left behind"
+[ "$failures" -eq "$f0" ] && pass "temporary rank table"
+
+# 6. Given table and port base are passed through.
+f0=$failures
+echo '{}' >"$work/given.json"
+run_bounded 20 "$work/out6" "$work/err6" -n 1 --timeout 15 --rank-table "$work/given.json" \
+    --port-base 31000 -- sh -c 'echo "$LOOM_RANK_TABLE $LOOM_PORT_BASE"'
+[ "$rc" -eq 0 ] || fail "given table: exit $rc"
+grep -qx "\[0\] $work/given.json 31000" "$work/out6" || fail "given table/port: $(cat "$work/out6")"
+[ -e "$work/given.json" ] || fail "given table was removed"
+[ "$failures" -eq "$f0" ] && pass "given table and port base"
+
+# 7. Bad arguments exit 2.
+f0=$failures
+for args in "" "-n 0 -- true" "-n 2" "-n 1 --timeout -1 -- true" "-n 1 --port-base 70000 -- true" "-n 1 --bogus -- true"; do
+    # shellcheck disable=SC2086
+    "$RUN" $args >/dev/null 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "loom-run $args: exit $rc, want 2"
+done
+"$RUN" -h | grep -q "usage: loom-run" || fail "-h prints no usage"
+[ "$failures" -eq "$f0" ] && pass "bad arguments"
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+exit 0

@@ -1,0 +1,79 @@
+/* loom-info - what this Loom was built with, and its configuration.
+ *
+ *   loom-info       version, features (transports) built, config file in use
+ *   loom-info -c    every LOOM_* variable: value, where it came from, doc */
+#include "build_config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "loom.h"
+#include "config.h"
+
+static void info_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: loom-info [-c] [-h]\n"
+            "  (no option)  print the version, the features built and the config file\n"
+            "  -c           print every LOOM_* variable with its value, source and doc\n"
+            "  -h           this help\n");
+}
+
+static int info_print_summary(void)
+{
+    int code = 0;
+    const char *version = NULL, *features = NULL;
+    if (loom_get_version(&code, &version) != LOOM_SUCCESS ||
+        loom_get_features(&features) != LOOM_SUCCESS) {
+        fprintf(stderr, "loom-info: cannot query the library's version or features\n");
+        return 1;
+    }
+    printf("Loom version : %s (code %d)\n", version, code);
+    printf("features     : %s\n", features);
+
+    /* The same rule config.c follows: LOOM_CONF_FILE, else /etc/loom.conf. */
+    const char *conf = getenv("LOOM_CONF_FILE");
+    int explicit = conf && *conf;
+    if (!explicit)
+        conf = "/etc/loom.conf";
+    if (access(conf, R_OK) == 0)
+        printf("config file  : %s%s\n", conf, explicit ? " (LOOM_CONF_FILE)" : "");
+    else
+        printf("config file  : %s (%s)\n", conf,
+               explicit ? "LOOM_CONF_FILE, not readable" : "none; not present");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int show_config = 0;
+    int opt;
+    while ((opt = getopt(argc, argv, "ch")) != -1) {
+        switch (opt) {
+        case 'c':
+            show_config = 1;
+            break;
+        case 'h':
+            info_usage(stdout);
+            return 0;
+        default:
+            info_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "loom-info: unexpected argument '%s'\n", argv[optind]);
+        info_usage(stderr);
+        return 2;
+    }
+    if (show_config) {
+        loom_config_print(stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    int rc = info_print_summary();
+    if (fflush(stdout) != 0)
+        rc = 1;
+    return rc;
+}
