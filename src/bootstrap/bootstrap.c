@@ -1,0 +1,632 @@
+/* bootstrap.c - rendezvous through rank 0 (see bootstrap.h).
+ *
+ * Wire (little-endian):
+ *   hello  (rank -> root, 28 bytes + ep): magic "LBHI" u32 | version u16 |
+ *          pad u16 | rank u32 | nranks u32 | table_hash u64 | ep_len u32 | ep
+ *   answer (root -> rank, 8 bytes + body): magic "LBAN" u32 | version u16 |
+ *          status u16; status 0: comm_id u64 | nranks u32 | nranks x
+ *          (len u32 | ep); status 1 (refused): len u32 | message
+ * Every length read is bounded before use. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "loom.h"
+#include "util.h"
+#include "log.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/boot_io.h"
+#include "transport/net.h"
+#include "transport/transport.h"
+
+#define BOOT_HELLO_MAGIC 0x49484c42u  /* "BLHI" */
+#define BOOT_ANSWER_MAGIC 0x4e414c42u /* "BLAN" */
+#define BOOT_VERSION 1
+#define BOOT_HELLO_LEN 28
+#define BOOT_ANSWER_LEN 8
+#define BOOT_MSG_MAX 1024
+#define BOOT_NRANKS_MAX (1 << 20)
+#define BOOT_STRANGERS_MAX 64
+#define BOOT_BACKOFF_MIN 0.01
+#define BOOT_BACKOFF_MAX 0.5
+
+static const char *describe(const struct loom_boot_params *p, int rank,
+                            char *buf, size_t len)
+{
+    const char *d = p->describe ? p->describe(p->describe_ctx, rank) : NULL;
+    if (d)
+        snprintf(buf, len, "%s", d);
+    else
+        snprintf(buf, len, "rank %d", rank);
+    return buf;
+}
+
+static uint64_t new_comm_id(void)
+{
+    uint64_t id = 0;
+    while (id == 0) {
+        if (getrandom(&id, sizeof id, 0) != sizeof id)
+            id = loom_fnv1a(LOOM_FNV_INIT, &(uint64_t){loom_now_ns()}, 8) ^
+                 (uint64_t)getpid();
+    }
+    return id;
+}
+
+/* ------------------------------------------------------------------ root */
+
+struct boot_conn {
+    int fd;
+    size_t got, need;
+    char from[LOOM_NET_ADDRSTR_MAX];
+    uint8_t buf[BOOT_HELLO_LEN + LOOM_EP_MAX];
+};
+
+/* Best effort: tell a refused rank why, then close. */
+static void refuse(int fd, const char *msg, double deadline)
+{
+    size_t mlen = strlen(msg);
+    if (mlen > BOOT_MSG_MAX)
+        mlen = BOOT_MSG_MAX;
+    uint8_t hdr[BOOT_ANSWER_LEN + 4];
+    loom_put_le32(hdr, BOOT_ANSWER_MAGIC);
+    loom_put_le16(hdr + 4, BOOT_VERSION);
+    loom_put_le16(hdr + 6, 1);
+    loom_put_le32(hdr + 8, (uint32_t)mlen);
+    double d = loom_now() + 1.0 < deadline ? loom_now() + 1.0 : deadline;
+    if (loom_boot_write_all(fd, hdr, sizeof hdr, d, -1) == LOOM_SUCCESS)
+        loom_boot_write_all(fd, msg, mlen, d, -1);
+    close(fd);
+}
+
+struct root_state {
+    const struct loom_boot_params *p;
+    int *rank_fd;           /* accepted fd of each rank, -1 until joined */
+    int joined;
+    void *all_eps;
+    size_t ep_stride;
+    char *err;
+    size_t errlen;
+    loom_result_t fatal;    /* set when a rank's table differs */
+};
+
+/* A hello has fully arrived on c: take it or refuse it. Returns 1 when the
+ * fd now belongs to a rank, 0 when it was closed. */
+static int root_take(struct root_state *st, struct boot_conn *c, double deadline)
+{
+    const struct loom_boot_params *p = st->p;
+    int rank = (int)loom_get_le32(c->buf + 8);
+    uint32_t nranks = loom_get_le32(c->buf + 12);
+    uint64_t hash = loom_get_le64(c->buf + 16);
+    uint32_t ep_len = loom_get_le32(c->buf + 24);
+    char msg[BOOT_MSG_MAX], d[256];
+    if (loom_get_le32(c->buf + 8) >= (uint32_t)p->nranks || rank == 0) {
+        snprintf(msg, sizeof msg, "rank %u is not in 1..%d (the job has %d ranks)",
+                 loom_get_le32(c->buf + 8), p->nranks - 1, p->nranks);
+    } else if (nranks != (uint32_t)p->nranks) {
+        snprintf(msg, sizeof msg, "%s was started with %u ranks, rank 0 has %d",
+                 describe(p, rank, d, sizeof d), nranks, p->nranks);
+        st->fatal = LOOM_ERROR_MISMATCH;
+    } else if (hash != p->table_hash) {
+        snprintf(msg, sizeof msg,
+                 "%s loaded a different rank table (hash 0x%016llx, root has "
+                 "0x%016llx)",
+                 describe(p, rank, d, sizeof d), (unsigned long long)hash,
+                 (unsigned long long)p->table_hash);
+        st->fatal = LOOM_ERROR_MISMATCH;
+    } else if (st->rank_fd[rank] >= 0) {
+        snprintf(msg, sizeof msg, "%s joined twice (again from %s)",
+                 describe(p, rank, d, sizeof d), c->from);
+    } else {
+        memcpy((uint8_t *)st->all_eps + (size_t)rank * st->ep_stride,
+               c->buf + BOOT_HELLO_LEN, ep_len);
+        st->rank_fd[rank] = c->fd;
+        st->joined++;
+        LOOM_TRACE(LOOM_SUB_BOOT, "bootstrap: rank %d joined from %s (%d of %d)",
+                   rank, c->from, st->joined + 1, p->nranks);
+        return 1;
+    }
+    LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 refused a connection from %s: %s",
+              c->from, msg);
+    if (st->fatal)
+        snprintf(st->err, st->errlen, "%s", msg);
+    refuse(c->fd, msg, deadline);
+    return 0;
+}
+
+/* Read what arrived on c. Returns 1 taken, 0 still waiting, -1 closed. */
+static int root_read(struct root_state *st, struct boot_conn *c, double deadline)
+{
+    ssize_t n = recv(c->fd, c->buf + c->got, c->need - c->got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (n <= 0) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: connection from %s ended before its "
+                  "hello: %s", c->from, n == 0 ? "end of stream" : strerror(errno));
+        close(c->fd);
+        return -1;
+    }
+    c->got += (size_t)n;
+    if (c->got == BOOT_HELLO_LEN && c->need == BOOT_HELLO_LEN) {
+        uint32_t magic = loom_get_le32(c->buf);
+        uint16_t ver = loom_get_le16(c->buf + 4);
+        uint32_t ep_len = loom_get_le32(c->buf + 24);
+        if (magic != BOOT_HELLO_MAGIC || ver != BOOT_VERSION) {
+            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: "
+                      "not a Loom bootstrap hello (magic 0x%08x version %u)",
+                      c->from, (unsigned)magic, ver);
+            close(c->fd);
+            return -1;
+        }
+        if (ep_len > LOOM_EP_MAX || ep_len > st->ep_stride) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "endpoint of %u bytes exceeds the limit "
+                     "of %zu", ep_len,
+                     st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX);
+            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: refused %s: %s", c->from, msg);
+            refuse(c->fd, msg, deadline);
+            return -1;
+        }
+        c->need = BOOT_HELLO_LEN + ep_len;
+    }
+    if (c->got < c->need)
+        return 0;
+    return root_take(st, c, deadline) ? 1 : -1;
+}
+
+static void root_missing(struct root_state *st)
+{
+    const struct loom_boot_params *p = st->p;
+    size_t off = 0;
+    int listed = 0;
+    for (int r = 1; r < p->nranks && off + 32 < st->errlen; r++) {
+        if (st->rank_fd[r] >= 0)
+            continue;
+        if (listed == 8) {
+            off += (size_t)snprintf(st->err + off, st->errlen - off,
+                                    " and %d more", p->nranks - 1 - st->joined - 8);
+            break;
+        }
+        char d[256];
+        off += (size_t)snprintf(st->err + off, st->errlen - off, "%s%s",
+                                listed ? ", " : "", describe(p, r, d, sizeof d));
+        listed++;
+    }
+    if (off < st->errlen)
+        snprintf(st->err + off, st->errlen - off, " did not join within %g s",
+                 p->timeout);
+}
+
+static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
+                                       double deadline)
+{
+    const struct loom_boot_params *p = st->p;
+    size_t ep_len = st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX;
+    size_t total = BOOT_ANSWER_LEN + 12 + (size_t)p->nranks * (4 + ep_len);
+    uint8_t *buf = malloc(total);
+    if (!buf) {
+        snprintf(st->err, st->errlen, "bootstrap: out of memory (%zu bytes)", total);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    loom_put_le32(buf, BOOT_ANSWER_MAGIC);
+    loom_put_le16(buf + 4, BOOT_VERSION);
+    loom_put_le16(buf + 6, 0);
+    loom_put_le64(buf + 8, comm_id);
+    loom_put_le32(buf + 16, (uint32_t)p->nranks);
+    uint8_t *q = buf + 20;
+    for (int r = 0; r < p->nranks; r++) {
+        loom_put_le32(q, (uint32_t)ep_len);
+        memcpy(q + 4, (uint8_t *)st->all_eps + (size_t)r * st->ep_stride, ep_len);
+        q += 4 + ep_len;
+    }
+    loom_result_t res = LOOM_SUCCESS;
+    for (int r = 1; r < p->nranks && res == LOOM_SUCCESS; r++) {
+        res = loom_boot_write_all(st->rank_fd[r], buf, total, deadline, p->wake_fd);
+        if (res < 0) {
+            char d[256];
+            snprintf(st->err, st->errlen,
+                     "bootstrap: rank 0 could not send the endpoints to %s: %s",
+                     describe(p, r, d, sizeof d),
+                     res == LOOM_ERROR_TIMEOUT ? "timed out" : strerror(errno));
+        }
+    }
+    free(buf);
+    return res;
+}
+
+static loom_result_t root_listen(const struct loom_boot_params *p, int *fdp,
+                                 char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char e[256];
+    loom_result_t res = loom_net_resolve(p->root_host, p->root_port, &ss, &sl, e,
+                                         sizeof e);
+    if (res < 0) {
+        snprintf(err, errlen, "bootstrap: rank 0 cannot listen: %s", e);
+        return res;
+    }
+    char a[LOOM_NET_ADDRSTR_MAX];
+    loom_net_format((struct sockaddr *)&ss, a, sizeof a);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "bootstrap: rank 0: socket() for %s: %s", a,
+                 strerror(errno));
+        return LOOM_ERROR_SYSTEM;
+    }
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+        int e2 = errno;
+        snprintf(err, errlen, "bootstrap: rank 0 cannot listen on %s: %s%s", a,
+                 strerror(e2),
+                 e2 == EADDRINUSE ? " (the port is taken: another job or a "
+                                    "previous run still holds it)"
+                                  : "");
+        close(fd);
+        return LOOM_ERROR_SYSTEM;
+    }
+    int backlog = p->nranks + BOOT_STRANGERS_MAX;
+    if (listen(fd, backlog > 4096 ? 4096 : backlog) < 0) {
+        snprintf(err, errlen, "bootstrap: rank 0: listen on %s: %s", a,
+                 strerror(errno));
+        close(fd);
+        return LOOM_ERROR_SYSTEM;
+    }
+    *fdp = fd;
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t root_exchange(const struct loom_boot_params *p,
+                                   void *all_eps, size_t ep_stride,
+                                   uint64_t *comm_id, char *err, size_t errlen)
+{
+    double deadline = loom_now() + p->timeout;
+    int lfd = -1;
+    LOOM_CHECK(root_listen(p, &lfd, err, errlen));
+    loom_result_t res = LOOM_SUCCESS;
+    int nconn = 0;
+    int maxconn = p->nranks - 1 + BOOT_STRANGERS_MAX;
+    struct root_state st = {.p = p, .all_eps = all_eps, .ep_stride = ep_stride,
+                            .err = err, .errlen = errlen};
+    st.rank_fd = malloc(sizeof *st.rank_fd * (size_t)p->nranks);
+    struct boot_conn *conns = calloc((size_t)maxconn, sizeof *conns);
+    struct pollfd *pfds = calloc((size_t)maxconn + 2, sizeof *pfds);
+    if (!st.rank_fd || !conns || !pfds) {
+        snprintf(err, errlen, "bootstrap: out of memory for %d ranks", p->nranks);
+        res = LOOM_ERROR_NO_MEMORY;
+        goto out;
+    }
+    for (int r = 0; r < p->nranks; r++)
+        st.rank_fd[r] = -1;
+    while (st.joined < p->nranks - 1) {
+        double left = deadline - loom_now();
+        if (left <= 0) {
+            root_missing(&st);
+            res = LOOM_ERROR_TIMEOUT;
+            goto out;
+        }
+        pfds[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        pfds[1] = (struct pollfd){.fd = p->wake_fd, .events = POLLIN};
+        for (int i = 0; i < nconn; i++)
+            pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+        int rc = poll(pfds, (nfds_t)nconn + 2, (int)(left * 1000.0) + 1);
+        if (rc < 0 && errno != EINTR) {
+            snprintf(err, errlen, "bootstrap: poll: %s", strerror(errno));
+            res = LOOM_ERROR_SYSTEM;
+            goto out;
+        }
+        if (rc <= 0)
+            continue;
+        if (pfds[1].revents & POLLIN) {
+            snprintf(err, errlen, "bootstrap: rank 0 aborted while waiting for "
+                     "%d of %d ranks", p->nranks - 1 - st.joined, p->nranks);
+            res = LOOM_ERROR_ABORTED;
+            goto out;
+        }
+        for (int i = 0; i < nconn;) {
+            int r = pfds[2 + i].revents ? root_read(&st, &conns[i], deadline) : 0;
+            if (r == 0) {
+                i++;
+                continue;
+            }
+            /* Taken or closed: either way no longer a pending connection. */
+            nconn--;
+            conns[i] = conns[nconn];
+            pfds[2 + i] = pfds[2 + nconn];
+            if (st.fatal) {
+                res = st.fatal;
+                goto out;
+            }
+        }
+        while (pfds[0].revents & POLLIN) {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof ss;
+            int fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0)
+                break;
+            if (nconn == maxconn) {
+                /* Full of silent connections: the oldest goes. */
+                LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped silent connection "
+                          "from %s", conns[0].from);
+                close(conns[0].fd);
+                conns[0] = conns[--nconn];
+            }
+            struct boot_conn *c = &conns[nconn++];
+            c->fd = fd;
+            c->got = 0;
+            c->need = BOOT_HELLO_LEN;
+            loom_net_format((struct sockaddr *)&ss, c->from, sizeof c->from);
+        }
+    }
+    *comm_id = new_comm_id();
+    double send_deadline = deadline > loom_now() + 10.0 ? deadline : loom_now() + 10.0;
+    res = root_send_answers(&st, *comm_id, send_deadline);
+    if (res == LOOM_SUCCESS)
+        LOOM_INFO(LOOM_SUB_BOOT, "bootstrap: %d ranks joined, comm id 0x%016llx",
+                  p->nranks, (unsigned long long)*comm_id);
+
+out:
+    if (st.rank_fd && res < 0 && st.fatal) {
+        /* Tell the ranks that did join why the job stops. */
+        char msg[BOOT_MSG_MAX];
+        snprintf(msg, sizeof msg, "rank 0 gave up: %s", err);
+        for (int r = 1; r < p->nranks; r++)
+            if (st.rank_fd[r] >= 0) {
+                refuse(st.rank_fd[r], msg, loom_now() + 1.0);
+                st.rank_fd[r] = -1;
+            }
+    }
+    if (st.rank_fd)
+        for (int r = 1; r < p->nranks; r++)
+            if (st.rank_fd[r] >= 0)
+                close(st.rank_fd[r]);
+    if (conns)
+        for (int i = 0; i < nconn; i++)
+            close(conns[i].fd);
+    free(st.rank_fd);
+    free(conns);
+    free(pfds);
+    close(lfd);
+    return res;
+}
+
+/* -------------------------------------------------------------- non-root */
+
+static loom_result_t peer_connect(const struct loom_boot_params *p,
+                                  const struct sockaddr_storage *ss, socklen_t sl,
+                                  const char *root, double deadline, int *fdp,
+                                  char *err, size_t errlen)
+{
+    double backoff = BOOT_BACKOFF_MIN;
+    int last = 0;
+    for (;;) {
+        int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "bootstrap: socket(): %s", strerror(errno));
+            return LOOM_ERROR_SYSTEM;
+        }
+        int e = 0;
+        if (connect(fd, (const struct sockaddr *)ss, sl) < 0) {
+            e = errno;
+            if (e == EINPROGRESS || e == EINTR) {
+                int w = loom_boot_wait(fd, POLLOUT, deadline, p->wake_fd);
+                if (w == 1) {
+                    socklen_t el = sizeof e;
+                    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+                        e = errno;
+                } else if (w == 0) {
+                    e = ETIMEDOUT;
+                } else {
+                    close(fd);
+                    snprintf(err, errlen, "bootstrap: rank %d aborted while "
+                             "connecting to rank 0 at %s", p->rank, root);
+                    return LOOM_ERROR_ABORTED;
+                }
+            }
+        }
+        if (e == 0) {
+            *fdp = fd;
+            return LOOM_SUCCESS;
+        }
+        close(fd);
+        if (e != ETIMEDOUT || loom_now() < deadline)
+            last = e;
+        if (e != ECONNREFUSED && e != ETIMEDOUT && e != EHOSTUNREACH &&
+            e != ENETUNREACH && e != ECONNRESET && e != ECONNABORTED) {
+            snprintf(err, errlen, "bootstrap: rank %d cannot connect to rank 0 "
+                     "at %s: %s", p->rank, root, strerror(e));
+            return LOOM_ERROR_SYSTEM;
+        }
+        double wake = loom_now() + backoff;
+        if (wake > deadline)
+            wake = deadline;
+        int w = loom_boot_wait(-1, 0, wake, p->wake_fd);
+        if (w < 0) {
+            snprintf(err, errlen, "bootstrap: rank %d aborted while connecting "
+                     "to rank 0 at %s", p->rank, root);
+            return LOOM_ERROR_ABORTED;
+        }
+        if (loom_now() >= deadline) {
+            snprintf(err, errlen, "bootstrap: rank %d could not reach rank 0 at "
+                     "%s within %g s: %s", p->rank, root, p->timeout,
+                     strerror(last ? last : ETIMEDOUT));
+            return LOOM_ERROR_TIMEOUT;
+        }
+        backoff = backoff * 2 > BOOT_BACKOFF_MAX ? BOOT_BACKOFF_MAX : backoff * 2;
+    }
+}
+
+/* Turn a failed read/write on the root link into a sentence. */
+static loom_result_t link_error(const struct loom_boot_params *p, loom_result_t res,
+                                int eof, const char *root, const char *doing,
+                                char *err, size_t errlen)
+{
+    if (res == LOOM_ERROR_TIMEOUT)
+        snprintf(err, errlen, "bootstrap: rank %d got no answer from rank 0 at %s "
+                 "within %g s while %s (are all ranks started?)", p->rank, root,
+                 p->timeout, doing);
+    else if (res == LOOM_ERROR_ABORTED)
+        snprintf(err, errlen, "bootstrap: rank %d aborted while %s", p->rank, doing);
+    else
+        snprintf(err, errlen, "bootstrap: rank 0 at %s %s while rank %d was %s",
+                 root, eof ? "closed the connection" : strerror(errno), p->rank,
+                 doing);
+    return res;
+}
+
+static loom_result_t peer_exchange(const struct loom_boot_params *p,
+                                   const void *my_ep, size_t ep_len, void *all_eps,
+                                   size_t ep_stride, uint64_t *comm_id, char *err,
+                                   size_t errlen)
+{
+    double deadline = loom_now() + p->timeout;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char e[256];
+    if (loom_net_resolve(p->root_host, p->root_port, &ss, &sl, e, sizeof e) < 0) {
+        snprintf(err, errlen, "bootstrap: rank %d cannot reach rank 0: %s", p->rank,
+                 e);
+        return LOOM_ERROR_SYSTEM;
+    }
+    char root[LOOM_NET_ADDRSTR_MAX + 8];
+    loom_net_format((struct sockaddr *)&ss, root, sizeof root);
+    int fd = -1;
+    LOOM_CHECK(peer_connect(p, &ss, sl, root, deadline, &fd, err, errlen));
+
+    uint8_t hello[BOOT_HELLO_LEN + LOOM_EP_MAX];
+    loom_put_le32(hello, BOOT_HELLO_MAGIC);
+    loom_put_le16(hello + 4, BOOT_VERSION);
+    loom_put_le16(hello + 6, 0);
+    loom_put_le32(hello + 8, (uint32_t)p->rank);
+    loom_put_le32(hello + 12, (uint32_t)p->nranks);
+    loom_put_le64(hello + 16, p->table_hash);
+    loom_put_le32(hello + 24, (uint32_t)ep_len);
+    memcpy(hello + BOOT_HELLO_LEN, my_ep, ep_len);
+    int eof = 0;
+    loom_result_t res = loom_boot_write_all(fd, hello, BOOT_HELLO_LEN + ep_len,
+                                            deadline, p->wake_fd);
+    if (res < 0) {
+        link_error(p, res, 0, root, "sending its hello", err, errlen);
+        goto out;
+    }
+    uint8_t hdr[BOOT_ANSWER_LEN + 12];
+    res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN + 4, deadline, p->wake_fd,
+                             &eof);
+    if (res < 0) {
+        link_error(p, res, eof, root, "waiting for the endpoints", err, errlen);
+        goto out;
+    }
+    if (loom_get_le32(hdr) != BOOT_ANSWER_MAGIC ||
+        loom_get_le16(hdr + 4) != BOOT_VERSION) {
+        snprintf(err, errlen, "bootstrap: %s is not a Loom rank 0 (bad answer "
+                 "magic 0x%08x)", root, (unsigned)loom_get_le32(hdr));
+        res = LOOM_ERROR_PROTOCOL;
+        goto out;
+    }
+    if (loom_get_le16(hdr + 6) != 0) {
+        uint32_t mlen = loom_get_le32(hdr + 8);
+        char msg[BOOT_MSG_MAX + 1] = "";
+        if (mlen > BOOT_MSG_MAX)
+            mlen = BOOT_MSG_MAX;
+        if (loom_boot_read_all(fd, msg, mlen, deadline, p->wake_fd, &eof) < 0)
+            mlen = 0;
+        msg[mlen] = '\0';
+        snprintf(err, errlen, "bootstrap: rank 0 at %s refused rank %d: %s", root,
+                 p->rank, mlen ? msg : "(no reason given)");
+        res = LOOM_ERROR_MISMATCH;
+        goto out;
+    }
+    res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN + 4, 8, deadline,
+                             p->wake_fd, &eof);
+    if (res < 0) {
+        link_error(p, res, eof, root, "reading the endpoints", err, errlen);
+        goto out;
+    }
+    *comm_id = loom_get_le64(hdr + 8);
+    uint32_t n = loom_get_le32(hdr + 16);
+    if (n != (uint32_t)p->nranks) {
+        snprintf(err, errlen, "bootstrap: rank 0 at %s answered with %u ranks, "
+                 "this rank expects %d", root, n, p->nranks);
+        res = LOOM_ERROR_PROTOCOL;
+        goto out;
+    }
+    for (int r = 0; r < p->nranks; r++) {
+        uint8_t lb[4];
+        res = loom_boot_read_all(fd, lb, 4, deadline, p->wake_fd, &eof);
+        uint32_t len = res == LOOM_SUCCESS ? loom_get_le32(lb) : 0;
+        if (res == LOOM_SUCCESS && (len > LOOM_EP_MAX || len > ep_stride)) {
+            snprintf(err, errlen, "bootstrap: rank 0 at %s sent a %u-byte endpoint "
+                     "for rank %d (limit %zu)", root, len, r,
+                     ep_stride < LOOM_EP_MAX ? ep_stride : (size_t)LOOM_EP_MAX);
+            res = LOOM_ERROR_PROTOCOL;
+            goto out;
+        }
+        if (res == LOOM_SUCCESS)
+            res = loom_boot_read_all(fd, (uint8_t *)all_eps + (size_t)r * ep_stride,
+                                     len, deadline, p->wake_fd, &eof);
+        if (res < 0) {
+            link_error(p, res, eof, root, "reading the endpoints", err, errlen);
+            goto out;
+        }
+    }
+out:
+    close(fd);
+    return res;
+}
+
+loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
+                                      const void *my_ep, size_t ep_len,
+                                      void *all_eps, size_t ep_stride,
+                                      uint64_t *comm_id, char *err, size_t errlen)
+{
+    char dummy[8];
+    if (!err || errlen == 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!p || !all_eps || !comm_id || (ep_len && !my_ep)) {
+        snprintf(err, errlen, "bootstrap: missing argument");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (p->nranks < 1 || p->nranks > BOOT_NRANKS_MAX || p->rank < 0 ||
+        p->rank >= p->nranks) {
+        snprintf(err, errlen, "bootstrap: rank %d of %d ranks is out of range",
+                 p->rank, p->nranks);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (ep_len > LOOM_EP_MAX || ep_len > ep_stride) {
+        snprintf(err, errlen, "bootstrap: endpoint of %zu bytes exceeds the limit "
+                 "of %zu", ep_len, ep_stride < LOOM_EP_MAX ? ep_stride
+                                                            : (size_t)LOOM_EP_MAX);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    memset(all_eps, 0, (size_t)p->nranks * ep_stride);
+    memcpy((uint8_t *)all_eps + (size_t)p->rank * ep_stride, my_ep, ep_len);
+    if (p->nranks == 1) {
+        *comm_id = new_comm_id();
+        return LOOM_SUCCESS;
+    }
+    if (!p->root_host || p->root_port <= 0 || p->root_port > 65535) {
+        snprintf(err, errlen, "bootstrap: rank 0's address %s:%d is not valid",
+                 p->root_host ? p->root_host : "(none)", p->root_port);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    loom_result_t res;
+    if (p->rank == 0)
+        res = root_exchange(p, all_eps, ep_stride, comm_id, err, errlen);
+    else
+        res = peer_exchange(p, my_ep, ep_len, all_eps, ep_stride, comm_id, err,
+                            errlen);
+    if (res < 0)
+        LOOM_WARN(LOOM_SUB_BOOT, "%s", err);
+    return res;
+}

@@ -1,0 +1,537 @@
+/* tcp.c - the tcp transport's data path: FIFO-matched, striped messages over
+ * non-blocking sockets, driven by a poll-first progress loop.
+ *
+ * A message of at most LOOM_TCP_STRIPE_MIN bytes (or any message with one
+ * socket per peer) goes on socket 0 as one frame; a longer one is cut into
+ * stripes of equal, page-rounded size, stripe s on socket s. Both sides derive
+ * the cut from the length alone, and both post in the same order, so each
+ * socket's queue of (request, stripe) entries matches the peer's. Every frame
+ * carries a header (tcp_frame.h) that the receiver checks against what it
+ * posted before it trusts the stream; payloads land straight in the user's
+ * buffer and no more than the posted length is ever read. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "loom.h"
+#include "util.h"
+#include "log.h"
+#include "transport/tcp_priv.h"
+
+/* Frames gathered into one sendmsg/recvmsg. */
+#define TCP_BATCH 8
+
+static struct tcp_op *op_get(struct tcp_priv *tp)
+{
+    struct tcp_op *op = tp->free_ops;
+    if (op) {
+        tp->free_ops = op->next;
+        return op;
+    }
+    return malloc(sizeof *op);
+}
+
+static void op_put(struct tcp_priv *tp, struct tcp_op *op)
+{
+    op->next = tp->free_ops;
+    tp->free_ops = op;
+}
+
+static void req_finish(struct loom_tx_req *req, loom_result_t status)
+{
+    req->status = status;
+    __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+}
+
+static void stripe_done(struct loom_tx_req *req)
+{
+    if (req->done)
+        return;
+    if (--req->priv[0] == 0)
+        req_finish(req, LOOM_SUCCESS);
+}
+
+static void queue_push(struct tcp_queue *q, struct tcp_op *op)
+{
+    op->next = NULL;
+    if (q->tail)
+        q->tail->next = op;
+    else
+        q->head = op;
+    q->tail = op;
+}
+
+static struct tcp_op *queue_pop(struct tcp_queue *q)
+{
+    struct tcp_op *op = q->head;
+    if (op) {
+        q->head = op->next;
+        if (!q->head)
+            q->tail = NULL;
+    }
+    return op;
+}
+
+static int sock_idle(const struct tcp_sock *sk)
+{
+    return !sk->sendq.head && !sk->recvq.head;
+}
+
+static void set_interest(struct tcp_priv *tp, struct tcp_sock *sk, uint32_t mask)
+{
+    if (sk->ep_mask == mask || sk->fd < 0 || sk->hup)
+        return;
+    struct epoll_event ev = {.events = mask, .data.ptr = sk};
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_MOD, sk->fd, &ev) == 0)
+        sk->ep_mask = mask;
+}
+
+static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
+{
+    struct tcp_priv *tp = tx->priv;
+    if (sk->active)
+        return LOOM_SUCCESS;
+    if (tp->nactive == tp->active_cap) {
+        int cap = tp->active_cap ? tp->active_cap * 2 : 16;
+        struct tcp_sock **a = realloc(tp->active, sizeof *a * (size_t)cap);
+        if (!a)
+            return LOOM_ERROR_NO_MEMORY;
+        tp->active = a;
+        tp->active_cap = cap;
+    }
+    tp->active[tp->nactive++] = sk;
+    sk->active = 1;
+    return LOOM_SUCCESS;
+}
+
+/* Fail every request on peer r with res, close its sockets, and remember
+ * the sentence for later posts. */
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...)
+{
+    struct tcp_priv *tp = tx->priv;
+    struct tcp_peer *peer = &tp->peers[r];
+    if (peer->failed)
+        return;
+    char d[256], what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
+             loom_tcp_describe(tx, r, d, sizeof d), what);
+    peer->failed = res;
+    peer->failmsg = strdup(tx->errmsg);
+    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    for (int s = 0; s < tp->nsocks; s++) {
+        struct tcp_sock *sk = &peer->socks[s];
+        struct tcp_op *op;
+        while ((op = queue_pop(&sk->sendq))) {
+            if (!op->req->done)
+                req_finish(op->req, res);
+            op_put(tp, op);
+        }
+        while ((op = queue_pop(&sk->recvq))) {
+            if (!op->req->done)
+                req_finish(op->req, res);
+            op_put(tp, op);
+        }
+        if (sk->fd >= 0)
+            close(sk->fd); /* also leaves the epoll set */
+        sk->fd = -1;
+        sk->ep_mask = 0;
+    }
+    ((struct tcp_priv *)tx->priv)->pending_err = res;
+}
+
+static void fail_errno(struct loom_tx *tx, int r, int err)
+{
+    if (err == ECONNRESET || err == EPIPE)
+        fail_peer(tx, r, LOOM_ERROR_REMOTE, "reset the connection (%s)",
+                  strerror(err));
+    else
+        fail_peer(tx, r, LOOM_ERROR_REMOTE, "link failed: %s", strerror(err));
+}
+
+/* Fill iov with the unsent parts of up to TCP_BATCH queued ops. */
+static int build_iov(struct tcp_op *op, struct iovec *iov)
+{
+    int n = 0;
+    for (int k = 0; op && k < TCP_BATCH; op = op->next, k++) {
+        if (op->done < LOOM_TCP_FRAME_LEN) {
+            iov[n].iov_base = op->hdr + op->done;
+            iov[n].iov_len = LOOM_TCP_FRAME_LEN - op->done;
+            n++;
+            if (op->len) {
+                iov[n].iov_base = op->base;
+                iov[n].iov_len = op->len;
+                n++;
+            }
+        } else {
+            size_t off = op->done - LOOM_TCP_FRAME_LEN;
+            iov[n].iov_base = op->base + off;
+            iov[n].iov_len = op->len - off;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Send as much as the socket takes. Returns bytes moved. */
+static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
+{
+    struct tcp_priv *tp = tx->priv;
+    size_t moved = 0;
+    while (sk->sendq.head) {
+        struct iovec iov[2 * TCP_BATCH];
+        struct msghdr msg = {.msg_iov = iov,
+                             .msg_iovlen = (size_t)build_iov(sk->sendq.head, iov)};
+        ssize_t n = sendmsg(sk->fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                fail_errno(tx, sk->peer, errno);
+            break;
+        }
+        size_t left = (size_t)n;
+        moved += left;
+        while (left) {
+            struct tcp_op *op = sk->sendq.head;
+            size_t want = LOOM_TCP_FRAME_LEN + op->len - op->done;
+            size_t take = left < want ? left : want;
+            op->done += take;
+            left -= take;
+            if (take == want) {
+                queue_pop(&sk->sendq);
+                stripe_done(op->req);
+                op_put(tp, op);
+            }
+        }
+    }
+    return moved;
+}
+
+/* Check a frame header against the receive it lands in; 0 when it matches. */
+static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
+                       const struct tcp_op *op)
+{
+    struct loom_tcp_frame f;
+    loom_tcp_frame_decode(op->hdr, &f);
+    const char *what;
+    char buf[300];
+    if (f.magic != LOOM_TCP_FRAME_MAGIC) {
+        snprintf(buf, sizeof buf, "sent a frame with bad magic 0x%08x",
+                 (unsigned)f.magic);
+    } else if (f.version != LOOM_TCP_VERSION) {
+        snprintf(buf, sizeof buf, "sent protocol version %u, expected %u",
+                 f.version, LOOM_TCP_VERSION);
+    } else if (f.comm_id != tx->params.comm_id) {
+        snprintf(buf, sizeof buf,
+                 "sent a frame of communicator 0x%016llx, expected 0x%016llx",
+                 (unsigned long long)f.comm_id,
+                 (unsigned long long)tx->params.comm_id);
+    } else if (f.seq != op->seq || f.stripe != op->stripe) {
+        snprintf(buf, sizeof buf,
+                 "sent message %llu stripe %u on socket %d where message %llu "
+                 "stripe %u was expected",
+                 (unsigned long long)f.seq, f.stripe, sk->index,
+                 (unsigned long long)op->seq, op->stripe);
+    } else if (f.len != op->len || f.tag != op->req->tag) {
+        snprintf(buf, sizeof buf,
+                 "sent %llu bytes with tag %u (message %llu, stripe %u) where "
+                 "the posted receive expects %zu bytes with tag %u",
+                 (unsigned long long)f.len, f.tag, (unsigned long long)f.seq,
+                 f.stripe, op->len, op->req->tag);
+    } else {
+        return 0;
+    }
+    what = buf;
+    fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", what);
+    return -1;
+}
+
+/* Receive into the posted buffers. Returns bytes moved. */
+static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
+{
+    struct tcp_priv *tp = tx->priv;
+    size_t moved = 0;
+    while (sk->recvq.head) {
+        struct iovec iov[2 * TCP_BATCH];
+        struct msghdr msg = {.msg_iov = iov,
+                             .msg_iovlen = (size_t)build_iov(sk->recvq.head, iov)};
+        ssize_t n = recvmsg(sk->fd, &msg, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                fail_errno(tx, sk->peer, errno);
+            break;
+        }
+        if (n == 0) {
+            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE, "closed the connection");
+            break;
+        }
+        size_t left = (size_t)n;
+        moved += left;
+        while (left) {
+            struct tcp_op *op = sk->recvq.head;
+            size_t want = LOOM_TCP_FRAME_LEN + op->len - op->done;
+            size_t take = left < want ? left : want;
+            int had_hdr = op->done >= LOOM_TCP_FRAME_LEN;
+            op->done += take;
+            left -= take;
+            if (!had_hdr && op->done >= LOOM_TCP_FRAME_LEN &&
+                check_frame(tx, sk, op) != 0)
+                return moved;
+            if (take == want) {
+                queue_pop(&sk->recvq);
+                stripe_done(op->req);
+                op_put(tp, op);
+            }
+        }
+    }
+    return moved;
+}
+
+/* One non-blocking pass over every socket with queued work. */
+static size_t scan_active(struct loom_tx *tx)
+{
+    struct tcp_priv *tp = tx->priv;
+    size_t moved = 0;
+    for (int i = 0; i < tp->nactive;) {
+        struct tcp_sock *sk = tp->active[i];
+        if (sk->fd >= 0 && sk->sendq.head)
+            moved += sock_send(tx, sk);
+        if (sk->fd >= 0 && sk->recvq.head)
+            moved += sock_recv(tx, sk);
+        if (sock_idle(sk)) {
+            sk->active = 0;
+            if (sk->ep_mask)
+                set_interest(tp, sk, 0);
+            tp->active[i] = tp->active[--tp->nactive];
+        } else {
+            i++;
+        }
+    }
+    return moved;
+}
+
+static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_send)
+{
+    struct tcp_priv *tp = tx->priv;
+    const int r = req ? req->peer : -1;
+    if (!req || r < 0 || r >= tx->params.nranks || r == tx->params.rank ||
+        (req->len && !req->buf)) {
+        snprintf(tx->errmsg, sizeof tx->errmsg,
+                 "tcp: invalid %s request (peer %d of %d, own rank %d)",
+                 is_send ? "send" : "receive", r, tx->params.nranks,
+                 tx->params.rank);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    req->is_send = is_send;
+    req->next = NULL;
+    req->status = LOOM_SUCCESS;
+    req->done = 0;
+    struct tcp_peer *peer = &tp->peers[r];
+    if (peer->failed || !tp->connected) {
+        loom_result_t res = peer->failed ? peer->failed : LOOM_ERROR_INVALID_ARGUMENT;
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s",
+                 peer->failmsg ? peer->failmsg : "tcp: not connected");
+        req_finish(req, res);
+        return res;
+    }
+    /* The cut depends only on the length and nsocks, same on both sides. */
+    size_t chunk = req->len, nstripes = 1;
+    if (tp->nsocks > 1 && req->len > LOOM_TCP_STRIPE_MIN) {
+        chunk = (req->len + (size_t)tp->nsocks - 1) / (size_t)tp->nsocks;
+        chunk = (chunk + LOOM_TCP_STRIPE_ALIGN - 1) &
+                ~(size_t)(LOOM_TCP_STRIPE_ALIGN - 1);
+        nstripes = (req->len + chunk - 1) / chunk;
+    }
+    struct tcp_op *ops[LOOM_TCP_MAX_SOCKS];
+    for (size_t s = 0; s < nstripes; s++) {
+        ops[s] = op_get(tp);
+        if (!ops[s] || activate(tx, &peer->socks[s]) != LOOM_SUCCESS) {
+            if (ops[s])
+                op_put(tp, ops[s]);
+            while (s--)
+                op_put(tp, ops[s]);
+            snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: out of memory posting");
+            return LOOM_ERROR_NO_MEMORY;
+        }
+    }
+    uint64_t seq = is_send ? peer->send_seq++ : peer->recv_seq++;
+    req->priv[0] = nstripes;
+    for (size_t s = 0; s < nstripes; s++) {
+        struct tcp_op *op = ops[s];
+        size_t off = s * chunk;
+        op->req = req;
+        op->base = (uint8_t *)req->buf + off;
+        op->len = req->len - off < chunk ? req->len - off : chunk;
+        op->done = 0;
+        op->seq = seq;
+        op->stripe = (uint16_t)s;
+        if (is_send) {
+            struct loom_tcp_frame f = {
+                .magic = LOOM_TCP_FRAME_MAGIC, .version = LOOM_TCP_VERSION,
+                .stripe = (uint16_t)s, .tag = req->tag,
+                .comm_id = tx->params.comm_id, .seq = seq, .len = op->len};
+            loom_tcp_frame_encode(&f, op->hdr);
+            queue_push(&peer->socks[s].sendq, op);
+        } else {
+            queue_push(&peer->socks[s].recvq, op);
+        }
+    }
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t tcp_isend(struct loom_tx *tx, struct loom_tx_req *req)
+{
+    return post(tx, req, 1);
+}
+
+static loom_result_t tcp_irecv(struct loom_tx *tx, struct loom_tx_req *req)
+{
+    return post(tx, req, 0);
+}
+
+static loom_result_t take_pending_err(struct loom_tx *tx)
+{
+    loom_result_t res = ((struct tcp_priv *)tx->priv)->pending_err;
+    ((struct tcp_priv *)tx->priv)->pending_err = LOOM_SUCCESS;
+    return res;
+}
+
+static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
+{
+    struct tcp_priv *tp = tx->priv;
+    size_t moved = scan_active(tx);
+    loom_result_t err = take_pending_err(tx);
+    if (err < 0)
+        return err;
+    if (moved || timeout_us == 0)
+        return LOOM_SUCCESS;
+    if (tp->nactive == 0 && tx->params.wake_fd < 0)
+        return LOOM_SUCCESS; /* nothing could ever wake us */
+
+    for (int i = 0; i < tp->nactive; i++) {
+        struct tcp_sock *sk = tp->active[i];
+        set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
+                                 (sk->recvq.head ? EPOLLIN : 0u));
+    }
+    int ms = timeout_us < 0 ? -1 : (timeout_us + 999) / 1000;
+    struct epoll_event evs[64];
+    int n = epoll_wait(tp->epfd, evs, 64, ms);
+    if (n < 0 && errno != EINTR) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: epoll_wait: %s",
+                 strerror(errno));
+        return LOOM_ERROR_SYSTEM;
+    }
+    for (int i = 0; i < n; i++) {
+        struct tcp_sock *sk = evs[i].data.ptr;
+        if (!sk)
+            return LOOM_SUCCESS; /* wake fd: the owner reads it */
+        if ((evs[i].events & (EPOLLHUP | EPOLLERR)) && !sk->active &&
+            sk->fd >= 0) {
+            /* Nothing posted here: stop hearing about it; the next post
+             * reads what is left and then sees the end of the stream. */
+            epoll_ctl(tp->epfd, EPOLL_CTL_DEL, sk->fd, NULL);
+            sk->hup = 1;
+            sk->ep_mask = 0;
+        }
+    }
+    scan_active(tx);
+    return take_pending_err(tx);
+}
+
+static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
+{
+    struct tcp_priv *tp = tx->priv;
+    if (!tp->peers)
+        return;
+    if (res >= 0)
+        res = LOOM_ERROR_ABORTED;
+    char keep[LOOM_TX_ERRLEN];
+    memcpy(keep, tx->errmsg, sizeof keep);
+    for (int r = 0; r < tx->params.nranks; r++)
+        if (r != tx->params.rank)
+            fail_peer(tx, r, res, "is unreachable: the transport was shut down "
+                      "(%s)", loom_result_string(res));
+    memcpy(tx->errmsg, keep, sizeof keep);
+    ((struct tcp_priv *)tx->priv)->pending_err = LOOM_SUCCESS;
+    tp->nactive = 0;
+    loom_tcp_close_sockets(tx);
+}
+
+static void tcp_finalize(struct loom_tx *tx)
+{
+    struct tcp_priv *tp = tx->priv;
+    if (!tp)
+        return;
+    loom_tcp_close_sockets(tx);
+    if (tp->epfd >= 0)
+        close(tp->epfd);
+    tp->epfd = -1;
+    /* Ops still queued belong to requests the caller abandoned. */
+    if (tp->peers) {
+        for (int r = 0; r < tx->params.nranks; r++) {
+            struct tcp_peer *peer = &tp->peers[r];
+            for (int s = 0; peer->socks && s < tp->nsocks; s++) {
+                struct tcp_op *op;
+                while ((op = queue_pop(&peer->socks[s].sendq)))
+                    free(op);
+                while ((op = queue_pop(&peer->socks[s].recvq)))
+                    free(op);
+            }
+            free(peer->socks);
+            free(peer->failmsg);
+        }
+    }
+    free(tp->peers);
+    tp->peers = NULL;
+    while (tp->free_ops) {
+        struct tcp_op *op = tp->free_ops;
+        tp->free_ops = op->next;
+        free(op);
+    }
+    free(tp->active);
+    tp->active = NULL;
+    tp->nactive = tp->active_cap = 0;
+}
+
+const struct loom_transport loom_tcp_transport = {
+    .struct_size = sizeof(struct loom_transport),
+    .name = "tcp",
+    .priv_size = sizeof(struct tcp_priv),
+    /* Listen on params.local_addr, port 0; ep = wire address + nonce
+     * (LOOM_TCP_EP_LEN bytes). Never blocks. */
+    .init = loom_tcp_init,
+    /* Full mesh, params.nsocks sockets per peer; lower ranks accept, higher
+     * ranks connect, retrying refusals; bounded by params.connect_timeout
+     * and the wake fd; the timeout error lists every peer not connected. */
+    .connect_all = loom_tcp_connect_all,
+    /* Queue the frames; no system call. A peer that failed before fails the
+     * request at once (done=1) and returns its error. */
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
+    /* Non-blocking pass over sockets with queued work; only when nothing
+     * moved and timeout_us != 0, epoll_wait for the work's events (or the
+     * wake fd, which is left unread). A failed link fails its requests and
+     * is returned once, with errmsg naming the peer. */
+    .progress = tcp_progress,
+    /* Fail every pending request with res; close every socket. */
+    .shutdown = tcp_shutdown,
+    /* Free everything init and connect_all made. */
+    .finalize = tcp_finalize,
+};

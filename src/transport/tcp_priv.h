@@ -1,0 +1,82 @@
+/* tcp_priv.h - the tcp transport's instance state, shared by tcp.c (data
+ * path) and tcp_conn.c (listen, connect, hello). */
+#ifndef LOOM_TCP_PRIV_H
+#define LOOM_TCP_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/net.h"
+#include "transport/tcp_frame.h"
+#include "transport/transport.h"
+
+/* Endpoint blob: wire address (20 bytes) + instance nonce (8 bytes). */
+#define LOOM_TCP_EP_LEN (LOOM_NET_WIRE_ADDR_LEN + 8)
+/* Messages longer than this are striped over all of a peer's sockets. */
+#define LOOM_TCP_STRIPE_MIN (64 * 1024)
+/* Stripe sizes are rounded up to this, so stripes stay page-sized. */
+#define LOOM_TCP_STRIPE_ALIGN 4096
+#define LOOM_TCP_MAX_SOCKS 64
+
+/* One stripe of one request, queued on one socket. */
+struct tcp_op {
+    struct tcp_op *next;
+    struct loom_tx_req *req;
+    uint8_t *base;         /* payload start in the user's buffer          */
+    size_t len;            /* payload bytes of this stripe                */
+    size_t done;           /* bytes moved, header included                */
+    uint64_t seq;          /* message number on this link                 */
+    uint16_t stripe;
+    uint8_t hdr[LOOM_TCP_FRAME_LEN];
+};
+
+struct tcp_queue {
+    struct tcp_op *head, *tail;
+};
+
+struct tcp_sock {
+    int fd;
+    int peer;
+    int index;
+    uint32_t ep_mask;      /* events registered in epoll (0 = none)       */
+    int active;            /* on the active list                          */
+    int hup;               /* epoll reported HUP; removed from the set    */
+    struct tcp_queue sendq, recvq;
+};
+
+struct tcp_peer {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    uint64_t nonce;
+    struct tcp_sock *socks;   /* nsocks entries                          */
+    uint64_t send_seq, recv_seq;
+    loom_result_t failed;     /* 0 while the link is up                  */
+    char *failmsg;            /* the sentence it failed with             */
+};
+
+struct tcp_priv {
+    int listen_fd;
+    int epfd;
+    int nsocks;
+    uint64_t nonce;
+    struct sockaddr_storage self;
+    socklen_t selflen;
+    struct tcp_peer *peers;   /* nranks entries; own slot unused          */
+    struct tcp_sock **active; /* sockets with queued work                 */
+    int nactive, active_cap;
+    struct tcp_op *free_ops;
+    int connected;
+    loom_result_t pending_err; /* a link failed since progress returned */
+};
+
+/* "rank 3 (server ..., addr)" from params.describe, else "rank 3 (addr)". */
+const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf,
+                              size_t len);
+loom_result_t loom_tcp_init(struct loom_tx *tx, void *ep, size_t *ep_len);
+loom_result_t loom_tcp_connect_all(struct loom_tx *tx, const void *eps,
+                                   size_t ep_stride);
+/* Close every socket and the listener; queues must already be empty. */
+void loom_tcp_close_sockets(struct loom_tx *tx);
+
+#endif
