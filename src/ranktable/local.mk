@@ -13,7 +13,8 @@ LOOM_RANKTABLE_SOURCES = \
 libloom_core_la_SOURCES += $(LOOM_RANKTABLE_SOURCES)
 
 # Tests: the Check suite and the tool's integration test, with their corpus.
-EXTRA_DIST += tests/data/ranktables tests/integration/test_ranktable_tool.sh
+EXTRA_DIST += tests/data/ranktables tests/integration/test_ranktable_tool.sh \
+	docs/ranktable.md
 TESTS += tests/integration/test_ranktable_tool.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ranktable
