@@ -5,7 +5,8 @@
  *          pad u16 | rank u32 | nranks u32 | table_hash u64 | ep_len u32 | ep
  *   answer (root -> rank, 8 bytes + body): magic "LBAN" u32 | version u16 |
  *          status u16; status 0: comm_id u64 | nranks u32 | nranks x
- *          (len u32 | ep); status 1 (refused): len u32 | message
+ *          (len u32 | ep); otherwise refused, status = -loom_result_t:
+ *          len u32 | message
  * Every length read is bounded before use. */
 #include "build_config.h"
 
@@ -68,8 +69,9 @@ struct boot_conn {
     uint8_t buf[BOOT_HELLO_LEN + LOOM_EP_MAX];
 };
 
-/* Best effort: tell a refused rank why, then close. */
-static void refuse(int fd, const char *msg, double deadline)
+/* Best effort: tell a refused rank why (why < 0 is sent as its status),
+ * then close. */
+static void refuse(int fd, loom_result_t why, const char *msg, double deadline)
 {
     size_t mlen = strlen(msg);
     if (mlen > BOOT_MSG_MAX)
@@ -77,7 +79,7 @@ static void refuse(int fd, const char *msg, double deadline)
     uint8_t hdr[BOOT_ANSWER_LEN + 4];
     loom_put_le32(hdr, BOOT_ANSWER_MAGIC);
     loom_put_le16(hdr + 4, BOOT_VERSION);
-    loom_put_le16(hdr + 6, 1);
+    loom_put_le16(hdr + 6, (uint16_t)-why);
     loom_put_le32(hdr + 8, (uint32_t)mlen);
     double d = loom_now() + 1.0 < deadline ? loom_now() + 1.0 : deadline;
     if (loom_boot_write_all(fd, hdr, sizeof hdr, d, -1) == LOOM_SUCCESS)
@@ -132,11 +134,13 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
                    rank, c->from, st->joined + 1, p->nranks);
         return 1;
     }
-    LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 refused a connection from %s: %s",
-              c->from, msg);
-    if (st->fatal)
+    if (st->fatal) /* logged once, by loom_bootstrap_exchange */
         snprintf(st->err, st->errlen, "%s", msg);
-    refuse(c->fd, msg, deadline);
+    else
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 refused a connection from "
+                  "%s: %s", c->from, msg);
+    refuse(c->fd, st->fatal ? st->fatal : LOOM_ERROR_INVALID_ARGUMENT, msg,
+           deadline);
     return 0;
 }
 
@@ -170,7 +174,7 @@ static int root_read(struct root_state *st, struct boot_conn *c, double deadline
                      "of %zu", ep_len,
                      st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX);
             LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: refused %s: %s", c->from, msg);
-            refuse(c->fd, msg, deadline);
+            refuse(c->fd, LOOM_ERROR_PROTOCOL, msg, deadline);
             return -1;
         }
         c->need = BOOT_HELLO_LEN + ep_len;
@@ -374,13 +378,13 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                   p->nranks, (unsigned long long)*comm_id);
 
 out:
-    if (st.rank_fd && res < 0 && st.fatal) {
+    if (st.rank_fd && res < 0) {
         /* Tell the ranks that did join why the job stops. */
         char msg[BOOT_MSG_MAX];
         snprintf(msg, sizeof msg, "rank 0 gave up: %s", err);
         for (int r = 1; r < p->nranks; r++)
             if (st.rank_fd[r] >= 0) {
-                refuse(st.rank_fd[r], msg, loom_now() + 1.0);
+                refuse(st.rank_fd[r], res, msg, loom_now() + 1.0);
                 st.rank_fd[r] = -1;
             }
     }
@@ -541,7 +545,9 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
         msg[mlen] = '\0';
         snprintf(err, errlen, "bootstrap: rank 0 at %s refused rank %d: %s", root,
                  p->rank, mlen ? msg : "(no reason given)");
-        res = LOOM_ERROR_MISMATCH;
+        int status = -(int)loom_get_le16(hdr + 6);
+        res = status >= LOOM_ERROR_INTERNAL ? (loom_result_t)status
+                                            : LOOM_ERROR_PROTOCOL;
         goto out;
     }
     res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN + 4, 8, deadline,

@@ -1,0 +1,603 @@
+/* check_tcp.c - the tcp transport between forked processes on 127.0.0.1:
+ * bootstrap, full mesh with 1-3 sockets per peer, byte-exact messages of
+ * awkward sizes both ways and around a ring, ordering of many small
+ * messages, a killed peer, mismatched frames, the wake fd, and strangers. */
+#include "build_config.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+
+#include "loom.h"
+#include "util.h"
+#include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
+#include "mp_util.h"
+
+#define STEP_TIMEOUT 20.0
+#define ERRSLOT 1024
+
+static const size_t sizes[] = {0, 1, 7, 65535, 65537, (1u << 20) + 3, 16u << 20};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+struct job {
+    int port;
+    int nsocks;
+    double connect_timeout;
+    int wake_fd;              /* set by a rank before setup; -1 none */
+    /* Called by each rank between tcp init and connect_all (may be NULL). */
+    int (*before_connect)(int rank, const void *my_ep);
+    char *errs;               /* shared: ERRSLOT bytes per rank */
+};
+
+static char *rank_err(struct job *j, int rank)
+{
+    return j->errs + rank * ERRSLOT;
+}
+
+/* Open tcp, rendezvous, connect. Returns 0 or a failing exit code, leaving
+ * the reason in the rank's shared error slot. */
+static int setup(struct job *j, int rank, int n, struct loom_tx **txp)
+{
+    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = rank,
+                                .nranks = n, .local_addr = "127.0.0.1",
+                                .nsocks = j->nsocks,
+                                .connect_timeout = j->connect_timeout,
+                                .wake_fd = j->wake_fd};
+    uint8_t ep[LOOM_EP_MAX], all[32 * LOOM_EP_MAX];
+    size_t ep_len = 0;
+    struct loom_tx *tx = NULL;
+    loom_result_t res = loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len);
+    if (res != LOOM_SUCCESS) {
+        snprintf(rank_err(j, rank), ERRSLOT, "open: %s", loom_thread_error());
+        return 10;
+    }
+    struct loom_boot_params bp = {.struct_size = sizeof bp, .rank = rank,
+                                  .nranks = n, .root_host = "127.0.0.1",
+                                  .root_port = j->port, .timeout = 10.0,
+                                  .wake_fd = -1};
+    uint64_t comm_id = 0;
+    res = loom_bootstrap_exchange(&bp, ep, ep_len, all, LOOM_EP_MAX, &comm_id,
+                                  rank_err(j, rank), ERRSLOT);
+    if (res != LOOM_SUCCESS)
+        return 11;
+    tx->params.comm_id = comm_id;
+    if (j->before_connect && j->before_connect(rank, ep) != 0)
+        return 12;
+    res = tx->ops->connect_all(tx, all, LOOM_EP_MAX);
+    if (res != LOOM_SUCCESS) {
+        snprintf(rank_err(j, rank), ERRSLOT, "connect_all: %s", tx->errmsg);
+        return 13;
+    }
+    *txp = tx;
+    return 0;
+}
+
+/* Drive progress until every request is done or STEP_TIMEOUT passes. */
+static loom_result_t wait_all(struct loom_tx *tx, struct loom_tx_req *reqs, int n)
+{
+    double until = mp_now() + STEP_TIMEOUT;
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < n; i++)
+            done &= reqs[i].done;
+        if (done)
+            return LOOM_SUCCESS;
+        loom_result_t res = tx->ops->progress(tx, 100000);
+        if (res != LOOM_SUCCESS)
+            return res;
+        if (mp_now() > until)
+            return LOOM_ERROR_TIMEOUT;
+    }
+}
+
+static uint64_t seed_of(int from, int to, size_t size, int iter)
+{
+    return ((uint64_t)from << 48) ^ ((uint64_t)to << 40) ^ ((uint64_t)size << 8) ^
+           (uint64_t)iter;
+}
+
+static struct job *job_new(int nsocks)
+{
+    struct job *j = calloc(1, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    j->port = mp_free_port();
+    j->nsocks = nsocks;
+    j->connect_timeout = 10.0;
+    j->wake_fd = -1;
+    j->errs = mmap(NULL, 32 * ERRSLOT, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(j->errs, MAP_FAILED);
+    memset(j->errs, 0, 32 * ERRSLOT);
+    return j;
+}
+
+static void job_check(struct job *j, unsigned failed, int n)
+{
+    for (int r = 0; r < n; r++)
+        if (rank_err(j, r)[0])
+            fprintf(stderr, "rank %d: %s\n", r, rank_err(j, r));
+    ck_assert_msg(failed == 0, "ranks failed: mask 0x%x (rank 0: %s)", failed,
+                  rank_err(j, 0));
+    munmap(j->errs, 32 * ERRSLOT);
+    free(j);
+}
+
+/* Every rank sends every size to every peer and receives the same. */
+static int all_to_all_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    for (size_t si = 0; si < NSIZES; si++) {
+        size_t sz = sizes[si];
+        struct loom_tx_req reqs[16];
+        uint8_t *sbuf[8], *rbuf[8];
+        int nr = 0;
+        for (int p = 0; p < n; p++) {
+            if (p == rank)
+                continue;
+            sbuf[p] = malloc(sz + 1);
+            rbuf[p] = malloc(sz + 1);
+            if (!sbuf[p] || !rbuf[p])
+                return 20;
+            mp_fill(sbuf[p], sz, seed_of(rank, p, sz, 0));
+            memset(rbuf[p], 0xee, sz + 1);
+            reqs[nr] = (struct loom_tx_req){.peer = p, .buf = rbuf[p], .len = sz,
+                                            .tag = (uint32_t)si};
+            if (tx->ops->irecv(tx, &reqs[nr++]) != LOOM_SUCCESS)
+                return 21;
+            reqs[nr] = (struct loom_tx_req){.peer = p, .buf = sbuf[p], .len = sz,
+                                            .tag = (uint32_t)si};
+            if (tx->ops->isend(tx, &reqs[nr++]) != LOOM_SUCCESS)
+                return 22;
+        }
+        loom_result_t res = wait_all(tx, reqs, nr);
+        if (res != LOOM_SUCCESS) {
+            snprintf(rank_err(j, rank), ERRSLOT, "size %zu: %s: %s", sz,
+                     loom_result_string(res), tx->errmsg);
+            return 23;
+        }
+        for (int i = 0; i < nr; i++)
+            if (reqs[i].status != LOOM_SUCCESS)
+                return 24;
+        for (int p = 0; p < n; p++) {
+            if (p == rank)
+                continue;
+            long bad = mp_verify(rbuf[p], sz, seed_of(p, rank, sz, 0));
+            if (bad >= 0 || rbuf[p][sz] != 0xee) {
+                snprintf(rank_err(j, rank), ERRSLOT,
+                         "size %zu from rank %d: byte %ld differs", sz, p, bad);
+                return 25;
+            }
+            free(sbuf[p]);
+            free(rbuf[p]);
+        }
+    }
+    loom_tx_close(tx);
+    return 0;
+}
+
+/* Ring: send right, receive from the left, several rounds, each size. */
+static int ring_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    size_t max = sizes[NSIZES - 1];
+    uint8_t *sbuf = malloc(max), *rbuf = malloc(max);
+    if (!sbuf || !rbuf)
+        return 20;
+    for (int iter = 0; iter < 2; iter++) {
+        for (size_t si = 0; si < NSIZES; si++) {
+            size_t sz = sizes[si];
+            mp_fill(sbuf, sz, seed_of(rank, right, sz, iter + 1));
+            struct loom_tx_req reqs[2] = {
+                {.peer = left, .buf = rbuf, .len = sz, .tag = 7},
+                {.peer = right, .buf = sbuf, .len = sz, .tag = 7}};
+            if (tx->ops->irecv(tx, &reqs[0]) || tx->ops->isend(tx, &reqs[1]))
+                return 21;
+            loom_result_t res = wait_all(tx, reqs, 2);
+            if (res != LOOM_SUCCESS) {
+                snprintf(rank_err(j, rank), ERRSLOT, "ring size %zu: %s", sz,
+                         tx->errmsg);
+                return 23;
+            }
+            if (mp_verify(rbuf, sz, seed_of(left, rank, sz, iter + 1)) >= 0)
+                return 25;
+        }
+    }
+    free(sbuf);
+    free(rbuf);
+    loom_tx_close(tx);
+    return 0;
+}
+
+struct mesh_case {
+    int n, nsocks;
+};
+static const struct mesh_case mesh_cases[] = {
+    {2, 1}, {2, 2}, {2, 3}, {3, 1}, {3, 2}, {3, 3}, {4, 1}, {4, 2}, {4, 3}};
+
+START_TEST(test_all_to_all)
+{
+    const struct mesh_case *c = &mesh_cases[_i];
+    struct job *j = job_new(c->nsocks);
+    job_check(j, mp_run(c->n, all_to_all_main, j, 40.0, 0), c->n);
+}
+END_TEST
+
+START_TEST(test_ring)
+{
+    const struct mesh_case *c = &mesh_cases[_i];
+    struct job *j = job_new(c->nsocks);
+    job_check(j, mp_run(c->n, ring_main, j, 40.0, 0), c->n);
+}
+END_TEST
+
+/* 2000 small messages of varying size posted at once, then checked in order;
+ * a few large ones in the middle share the link. */
+static int ordering_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    enum { NMSG = 2000 };
+    int peer = 1 - rank;
+    struct loom_tx_req *reqs = calloc(2 * NMSG, sizeof *reqs);
+    uint8_t *sb = malloc((size_t)NMSG * 300), *rb = malloc((size_t)NMSG * 300);
+    uint8_t *big_s = malloc(200000), *big_r = malloc(200000);
+    if (!reqs || !sb || !rb || !big_s || !big_r)
+        return 20;
+    for (int i = 0; i < NMSG; i++) {
+        int big = i % 500 == 250;
+        size_t len = big ? 200000 : (size_t)(i * 37 % 300);
+        uint8_t *s = big ? big_s : sb + (size_t)i * 300;
+        uint8_t *r = big ? big_r : rb + (size_t)i * 300;
+        mp_fill(s, len, seed_of(rank, peer, len, i));
+        reqs[2 * i] = (struct loom_tx_req){.peer = peer, .buf = r, .len = len,
+                                           .tag = (uint32_t)i};
+        reqs[2 * i + 1] = (struct loom_tx_req){.peer = peer, .buf = s, .len = len,
+                                               .tag = (uint32_t)i};
+        if (tx->ops->irecv(tx, &reqs[2 * i]) || tx->ops->isend(tx, &reqs[2 * i + 1]))
+            return 21;
+        if (big) {
+            /* The big buffers are reused: finish this one first. */
+            if (wait_all(tx, &reqs[2 * i], 2) != LOOM_SUCCESS)
+                return 22;
+            if (mp_verify(r, len, seed_of(peer, rank, len, i)) >= 0)
+                return 26;
+        }
+    }
+    if (wait_all(tx, reqs, 2 * NMSG) != LOOM_SUCCESS) {
+        snprintf(rank_err(j, rank), ERRSLOT, "ordering: %s", tx->errmsg);
+        return 23;
+    }
+    for (int i = 0; i < NMSG; i++) {
+        size_t len = reqs[2 * i].len;
+        if (i % 500 != 250 &&
+            mp_verify(rb + (size_t)i * 300, len, seed_of(peer, rank, len, i)) >= 0) {
+            snprintf(rank_err(j, rank), ERRSLOT, "message %d corrupted", i);
+            return 25;
+        }
+    }
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_many_small_in_order)
+{
+    struct job *j = job_new(2);
+    job_check(j, mp_run(2, ordering_main, j, 30.0, 0), 2);
+}
+END_TEST
+
+/* Rank 1 dies by SIGKILL after connecting; rank 0's pending receive and
+ * progress must fail with LOOM_ERROR_REMOTE naming rank 1, quickly. */
+static int killed_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    if (rank == 1) {
+        usleep(100000);
+        raise(SIGKILL);
+    }
+    uint8_t buf[64];
+    struct loom_tx_req req = {.peer = 1, .buf = buf, .len = sizeof buf};
+    if (tx->ops->irecv(tx, &req))
+        return 21;
+    double t0 = mp_now();
+    loom_result_t res = LOOM_SUCCESS;
+    while (res == LOOM_SUCCESS && mp_now() - t0 < 5.0)
+        res = tx->ops->progress(tx, -1);
+    snprintf(rank_err(j, rank), ERRSLOT, "%s", tx->errmsg);
+    if (res != LOOM_ERROR_REMOTE || mp_now() - t0 > 3.0)
+        return 30;
+    if (!req.done || req.status != LOOM_ERROR_REMOTE)
+        return 31;
+    if (!strstr(tx->errmsg, "rank 1 (127.0.0.1:") ||
+        !strstr(tx->errmsg, "closed the connection"))
+        return 32;
+    /* Later posts fail at once with the same error. */
+    struct loom_tx_req s = {.peer = 1, .buf = buf, .len = 8};
+    if (tx->ops->isend(tx, &s) != LOOM_ERROR_REMOTE || !s.done ||
+        s.status != LOOM_ERROR_REMOTE)
+        return 33;
+    rank_err(j, rank)[0] = '\0';
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_killed_peer)
+{
+    struct job *j = job_new(2);
+    job_check(j, mp_run(2, killed_main, j, 15.0, 2u), 2);
+}
+END_TEST
+
+/* Rank 0 sends (100 bytes, tag 5) then (50 bytes, tag 6); rank 1 posts
+ * (50 bytes, tag 5) for the first: a protocol error naming rank 0. With
+ * mode 1, lengths agree and the tags do not. */
+static int mismatch_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int mode = j->nsocks == 3; /* second variant runs with 3 sockets */
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t buf[100] = {0};
+    if (rank == 0) {
+        struct loom_tx_req s = {.peer = 1, .buf = buf, .len = mode ? 50 : 100,
+                                .tag = 5};
+        if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
+            return 21;
+        /* Wait for rank 1 to hang up. */
+        struct loom_tx_req r = {.peer = 1, .buf = buf, .len = 1};
+        tx->ops->irecv(tx, &r);
+        wait_all(tx, &r, 1);
+        loom_tx_close(tx);
+        return r.status == LOOM_ERROR_REMOTE ? 0 : 22;
+    }
+    struct loom_tx_req r = {.peer = 0, .buf = buf, .len = 50, .tag = mode ? 6 : 5};
+    if (tx->ops->irecv(tx, &r))
+        return 21;
+    loom_result_t res = wait_all(tx, &r, 1);
+    snprintf(rank_err(j, rank), ERRSLOT, "%s", tx->errmsg);
+    if (res != LOOM_ERROR_PROTOCOL || r.status != LOOM_ERROR_PROTOCOL)
+        return 30;
+    const char *want = mode ? "sent 50 bytes with tag 5 (message 0, stripe 0) "
+                              "where the posted receive expects 50 bytes with "
+                              "tag 6"
+                            : "sent 100 bytes with tag 5 (message 0, stripe 0) "
+                              "where the posted receive expects 50 bytes with "
+                              "tag 5";
+    if (strncmp(tx->errmsg, "rank 0 (127.0.0.1:", 18) != 0 ||
+        !strstr(tx->errmsg, want))
+        return 31;
+    rank_err(j, rank)[0] = '\0';
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_frame_mismatch)
+{
+    struct job *j = job_new(_i ? 3 : 1);
+    job_check(j, mp_run(2, mismatch_main, j, 15.0, 0), 2);
+}
+END_TEST
+
+static void *wake_later(void *arg)
+{
+    usleep(200000);
+    uint64_t one = 1;
+    if (write(*(int *)arg, &one, sizeof one) != sizeof one)
+        abort();
+    return NULL;
+}
+
+/* A progress blocked on a receive returns promptly once the wake fd is
+ * readable, and leaves it readable. */
+static int wake_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    j->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (j->wake_fd < 0)
+        return 19;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t b = 0;
+    if (rank == 1) {
+        struct loom_tx_req r = {.peer = 0, .buf = &b, .len = 1};
+        if (tx->ops->irecv(tx, &r) || wait_all(tx, &r, 1) || b != 42)
+            return 21;
+        loom_tx_close(tx);
+        return 0;
+    }
+    struct loom_tx_req r = {.peer = 1, .buf = &b, .len = 1};
+    if (tx->ops->irecv(tx, &r))
+        return 21;
+    pthread_t th;
+    pthread_create(&th, NULL, wake_later, &j->wake_fd);
+    double t0 = mp_now();
+    loom_result_t res = tx->ops->progress(tx, -1);
+    double dt = mp_now() - t0;
+    pthread_join(th, NULL);
+    if (res != LOOM_SUCCESS || r.done || dt < 0.15 || dt > 1.5)
+        return 30;
+    uint64_t v = 0;
+    if (read(j->wake_fd, &v, sizeof v) != sizeof v || v != 1)
+        return 31; /* the transport must not consume it */
+    b = 42;
+    struct loom_tx_req s = {.peer = 1, .buf = &b, .len = 1};
+    if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
+        return 32;
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_wake_fd)
+{
+    struct job *j = job_new(1);
+    job_check(j, mp_run(2, wake_main, j, 15.0, 0), 2);
+}
+END_TEST
+
+/* Before connect_all, rank 0 gets strangers on its listener: junk, a hello
+ * of another communicator, and a silent connection. */
+static int strangers(int rank, const void *my_ep)
+{
+    if (rank != 0) {
+        usleep(100000);
+        return 0;
+    }
+    const uint8_t *e = my_ep;
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    memcpy(&sin.sin_port, e + 2, 2);
+    memcpy(&sin.sin_addr, e + 4, 4);
+    for (int i = 0; i < 3; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0)
+            return 1;
+        uint8_t msg[32];
+        memset(msg, 'x', sizeof msg);
+        if (i == 1) {
+            /* A well-formed hello for another communicator, to rank 0. */
+            static const uint8_t hello_magic[4] = {0x48, 0x45, 0x4c, 0x4f};
+            memcpy(msg, hello_magic, 4);
+            msg[4] = 1;
+            msg[5] = 0;
+            msg[6] = msg[7] = 0;
+            memset(msg + 8, 0, 8);
+            msg[8] = 1;
+        }
+        if (i < 2 && write(fd, msg, sizeof msg) != sizeof msg)
+            return 2;
+        /* Leaked on purpose until the process ends: a silent peer. */
+    }
+    return 0;
+}
+
+START_TEST(test_strangers_during_connect)
+{
+    struct job *j = job_new(2);
+    j->before_connect = strangers;
+    job_check(j, mp_run(3, all_to_all_main, j, 40.0, 0), 3);
+}
+END_TEST
+
+START_TEST(test_connect_timeout_names_peer)
+{
+    /* Rank 1 of 2, pointed at a port nobody listens on. */
+    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = 1, .nranks = 2,
+                                .local_addr = "127.0.0.1", .nsocks = 2,
+                                .connect_timeout = 0.5, .wake_fd = -1,
+                                .comm_id = 77};
+    uint8_t ep[LOOM_EP_MAX], all[2 * LOOM_EP_MAX];
+    size_t ep_len;
+    struct loom_tx *tx = NULL;
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+                     LOOM_SUCCESS);
+    ck_assert_uint_le(ep_len, LOOM_EP_MAX);
+    int port = mp_free_port();
+    memcpy(all, ep, ep_len);
+    all[2] = (uint8_t)(port >> 8);
+    all[3] = (uint8_t)port;
+    memcpy(all + LOOM_EP_MAX, ep, ep_len);
+    double t0 = mp_now();
+    ck_assert_int_eq(tx->ops->connect_all(tx, all, LOOM_EP_MAX), LOOM_ERROR_TIMEOUT);
+    ck_assert_double_lt(mp_now() - t0, 2.0);
+    char want[128];
+    snprintf(want, sizeof want, "tcp: rank 1 could not connect within 0.5 s to "
+             "rank 0 (127.0.0.1:%d) (Connection refused)", port);
+    ck_assert_str_eq(tx->errmsg, want);
+    loom_tx_close(tx);
+}
+END_TEST
+
+START_TEST(test_registry_and_arguments)
+{
+    ck_assert_ptr_eq(loom_transport_find("tcp"), &loom_tcp_transport);
+    ck_assert_ptr_null(loom_transport_find("carrier-pigeon"));
+    ck_assert_ptr_null(loom_transport_find(NULL));
+    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = 0, .nranks = 2,
+                                .local_addr = "not-an-address", .nsocks = 1,
+                                .connect_timeout = 1, .wake_fd = -1};
+    uint8_t ep[LOOM_EP_MAX];
+    size_t ep_len;
+    struct loom_tx *tx = NULL;
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(tx);
+    ck_assert_str_eq(loom_thread_error(), "tcp: local address \"not-an-address\" "
+                                          "is not a numeric IPv4/IPv6 address");
+    tp.local_addr = "127.0.0.1";
+    tp.nsocks = 0;
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    tp.nsocks = 1;
+    tp.local_addr = "::1";
+    loom_result_t v6 = loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len);
+    if (v6 == LOOM_SUCCESS) { /* IPv6 loopback may be disabled here */
+        ck_assert_uint_eq(ep[0], 6);
+        loom_tx_close(tx);
+    }
+    tp.local_addr = "127.0.0.1";
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+                     LOOM_SUCCESS);
+    ck_assert_uint_eq(ep[0], 4);
+    struct loom_tx_req self = {.peer = 0, .buf = ep, .len = 1};
+    ck_assert_int_eq(tx->ops->isend(tx, &self), LOOM_ERROR_INVALID_ARGUMENT);
+    struct loom_tx_req far = {.peer = 5, .buf = ep, .len = 1};
+    ck_assert_int_eq(tx->ops->irecv(tx, &far), LOOM_ERROR_INVALID_ARGUMENT);
+    /* Nothing pending: progress returns at once, even with timeout -1. */
+    ck_assert_int_eq(tx->ops->progress(tx, -1), LOOM_SUCCESS);
+    loom_tx_close(tx);
+}
+END_TEST
+
+static Suite *tcp_suite(void)
+{
+    Suite *s = suite_create("tcp");
+    TCase *tc = tcase_create("mesh");
+    tcase_set_timeout(tc, 60);
+    int ncases = (int)(sizeof mesh_cases / sizeof mesh_cases[0]);
+    tcase_add_loop_test(tc, test_all_to_all, 0, ncases);
+    tcase_add_loop_test(tc, test_ring, 0, ncases);
+    tcase_add_test(tc, test_many_small_in_order);
+    suite_add_tcase(s, tc);
+    TCase *tf = tcase_create("failures");
+    tcase_set_timeout(tf, 30);
+    tcase_add_test(tf, test_killed_peer);
+    tcase_add_loop_test(tf, test_frame_mismatch, 0, 2);
+    tcase_add_test(tf, test_wake_fd);
+    tcase_add_test(tf, test_strangers_during_connect);
+    tcase_add_test(tf, test_connect_timeout_names_peer);
+    tcase_add_test(tf, test_registry_and_arguments);
+    suite_add_tcase(s, tf);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(tcp_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,123 @@
+/* mp_util.h - forked multi-process helpers for the network unit tests.
+ *
+ * mp_run forks one child per rank, waits at most timeout_s for all of them,
+ * kills any still running by PID, and returns a bitmask of the ranks that did
+ * not exit 0 (a rank listed in may_die may also end by a signal). */
+#ifndef LOOM_TEST_MP_UTIL_H
+#define LOOM_TEST_MP_UTIL_H
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
+
+/* A port that was free a moment ago on 127.0.0.1. */
+static inline int mp_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sin;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &sl) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+static inline double mp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline unsigned mp_run(int nranks, mp_rank_fn fn, void *arg,
+                              double timeout_s, unsigned may_die)
+{
+    pid_t pids[32];
+    unsigned failed = 0;
+    for (int r = 0; r < nranks; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            alarm((unsigned)timeout_s + 2); /* never outlive the test */
+            int rc = fn(r, nranks, arg);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(rc);
+        }
+        if (pids[r] < 0)
+            failed |= 1u << r;
+    }
+    double deadline = mp_now() + timeout_s;
+    int left = nranks;
+    while (left > 0 && mp_now() < deadline) {
+        for (int r = 0; r < nranks; r++) {
+            int st;
+            if (pids[r] <= 0)
+                continue;
+            pid_t w = waitpid(pids[r], &st, WNOHANG);
+            if (w != pids[r])
+                continue;
+            pids[r] = 0;
+            left--;
+            int ok = (WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+                     ((may_die >> r) & 1 && WIFSIGNALED(st));
+            if (!ok) {
+                fprintf(stderr, "rank %d ended with %s %d\n", r,
+                        WIFEXITED(st) ? "exit code" : "signal",
+                        WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                failed |= 1u << r;
+            }
+        }
+        usleep(2000);
+    }
+    for (int r = 0; r < nranks; r++) {
+        if (pids[r] > 0) {
+            fprintf(stderr, "rank %d still running after %.1f s: killed\n", r,
+                    timeout_s);
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], NULL, 0);
+            failed |= 1u << r;
+        }
+    }
+    return failed;
+}
+
+/* Deterministic bytes for (seed, i). */
+static inline void mp_fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (uint8_t)(x >> 24);
+    }
+}
+
+/* Index of the first byte that differs from mp_fill(seed), or -1. */
+static inline long mp_verify(const uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if (buf[i] != (uint8_t)(x >> 24))
+            return (long)i;
+    }
+    return -1;
+}
+
+#endif
