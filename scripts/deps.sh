@@ -1,0 +1,16 @@
+#!/bin/sh
+# Install what Loom's build and tests need (Debian/Ubuntu). Skips apt when
+# everything is already there.
+set -e
+PKGS="build-essential autoconf automake libtool pkg-config libcjson-dev check \
+libibverbs-dev libfabric-dev clang libclang-rt-14-dev iproute2 gnuplot-nox"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps.sh: installing:$missing"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null

@@ -1,0 +1,450 @@
+/* test_comm.c - communicator behaviour beyond the collective matrix:
+ * streams and events, hook streams with staged "device" buffers, split,
+ * abort from another thread, a killed peer, bad init input, env:// and
+ * rank-table joins. Each case forks its ranks and bounds its time. */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coll_check.h"
+#include "harness.h"
+#include "loom.h"
+
+static int g_port;
+
+static loom_comm_t join(int rank, int n)
+{
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
+    loom_comm_t comm = NULL;
+    loom_result_t res = loom_comm_init_url(url, n, rank, &comm);
+    if (res != LOOM_SUCCESS) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, loom_get_error_string(NULL));
+        exit(3);
+    }
+    return comm;
+}
+
+#define RUN(n, fn, arg, timeout)                                               \
+    do {                                                                       \
+        g_port = harness_free_port();                                          \
+        ck_assert_msg(harness_run((n), (fn), (arg), (timeout), NULL) == 0,     \
+                      "a rank failed");                                        \
+    } while (0)
+
+/* ---- host stream: many async allreduces, events, synchronize ------------ */
+static int rank_stream(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    loom_stream_t s;
+    if (loom_stream_create_host(&s))
+        return 10;
+    enum { NB = 16, CNT = 50000 };
+    float *bufs[NB];
+    loom_event_t ev[NB];
+    for (int b = 0; b < NB; b++) {
+        bufs[b] = malloc(CNT * sizeof(float));
+        for (int i = 0; i < CNT; i++)
+            bufs[b][i] = (float)(rank + 1) * (float)(b + 1);
+        loom_event_create(&ev[b]);
+        if (loom_allreduce(bufs[b], bufs[b], CNT, LOOM_FLOAT32, LOOM_SUM, comm, s))
+            return 11;
+        loom_event_record(ev[b], s);
+    }
+    /* events complete in order and report success */
+    for (int b = 0; b < NB; b++)
+        if (loom_event_synchronize(ev[b]) != LOOM_SUCCESS)
+            return 12;
+    if (loom_event_query(ev[NB - 1]) != LOOM_SUCCESS)
+        return 13;
+    if (loom_stream_synchronize(s) != LOOM_SUCCESS)
+        return 14;
+    float want = (float)(n * (n + 1) / 2);
+    for (int b = 0; b < NB; b++) {
+        for (int i = 0; i < CNT; i++)
+            if (bufs[b][i] != want * (float)(b + 1)) {
+                fprintf(stderr, "rank %d buf %d [%d] = %g want %g\n", rank, b, i,
+                        bufs[b][i], want * (b + 1));
+                return 15;
+            }
+        free(bufs[b]);
+        loom_event_destroy(ev[b]);
+    }
+    /* a blocking call after stream calls is ordered after them */
+    int x = rank;
+    if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_MAX, comm, NULL) || x != n - 1)
+        return 16;
+    loom_stream_destroy(s);
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(host_stream_events)
+{
+    RUN(3, rank_stream, NULL, 60);
+}
+END_TEST
+
+/* ---- hook stream with "device" buffers the host must stage ---------------- */
+struct fake_dev {
+    char *base;
+    size_t size;
+    int marks, waits, completes, to_host, to_dev;
+};
+
+static loom_result_t f_mark(void *u, void **mark)
+{
+    struct fake_dev *d = u;
+    d->marks++;
+    *mark = d;
+    return LOOM_SUCCESS;
+}
+static loom_result_t f_wait(void *u, void *mark)
+{
+    return mark == u ? LOOM_SUCCESS : LOOM_ERROR_INTERNAL;
+}
+static loom_result_t f_add_wait(void *u, void **h)
+{
+    struct fake_dev *d = u;
+    __atomic_add_fetch(&d->waits, 1, __ATOMIC_SEQ_CST);
+    *h = d;
+    return LOOM_SUCCESS;
+}
+static loom_result_t f_complete(void *u, void *h, loom_result_t st)
+{
+    struct fake_dev *d = u;
+    __atomic_add_fetch(&d->completes, 1, __ATOMIC_SEQ_CST);
+    return h == u && st == LOOM_SUCCESS ? LOOM_SUCCESS : LOOM_ERROR_INTERNAL;
+}
+static int f_isdev(void *u, const void *p)
+{
+    struct fake_dev *d = u;
+    return (const char *)p >= d->base && (const char *)p < d->base + d->size;
+}
+static loom_result_t f_to_host(void *u, void *h, const void *dv, size_t n)
+{
+    struct fake_dev *d = u;
+    __atomic_add_fetch(&d->to_host, 1, __ATOMIC_SEQ_CST);
+    memcpy(h, dv, n);
+    return LOOM_SUCCESS;
+}
+static loom_result_t f_to_dev(void *u, void *dv, const void *h, size_t n)
+{
+    struct fake_dev *d = u;
+    __atomic_add_fetch(&d->to_dev, 1, __ATOMIC_SEQ_CST);
+    memcpy(dv, h, n);
+    return LOOM_SUCCESS;
+}
+
+static int rank_hooks(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    struct fake_dev d = {0};
+    d.size = 1 << 20;
+    d.base = calloc(1, d.size);
+    loom_stream_hooks h = {
+        .struct_size = sizeof h, .name = "fake", .mark_ready = f_mark,
+        .wait_ready = f_wait, .add_wait = f_add_wait, .complete = f_complete,
+        .is_device_ptr = f_isdev, .copy_to_host = f_to_host, .copy_to_device = f_to_dev,
+    };
+    loom_stream_t s;
+    if (loom_stream_create_hooks(&h, &d, &s))
+        return 10;
+    int32_t *dv = (int32_t *)d.base;           /* device in place */
+    int32_t *dsend = dv + 1000, *drecv = dv + 2000; /* device out of place */
+    int32_t host[100];
+    for (int i = 0; i < 100; i++)
+        dv[i] = dsend[i] = host[i] = rank * 100 + i;
+    if (loom_allreduce(dv, dv, 100, LOOM_INT32, LOOM_SUM, comm, s) ||
+        loom_allreduce(dsend, drecv, 100, LOOM_INT32, LOOM_SUM, comm, s) ||
+        loom_allgather(host, dv + 3000, 100, LOOM_INT32, comm, s))
+        return 11;
+    if (loom_stream_synchronize(s))
+        return 12;
+    for (int i = 0; i < 100; i++) {
+        int32_t want = 100 * (n * (n - 1) / 2) + n * i;
+        if (dv[i] != want || drecv[i] != want)
+            return 13;
+        for (int r = 0; r < n; r++)
+            if (dv[3000 + r * 100 + i] != r * 100 + i)
+                return 14;
+    }
+    if (d.marks != 3 || d.waits != 3 || d.completes != 3)
+        return 15;
+    /* in place: one copy each way; out of place: send in, recv out;
+     * allgather from host into device: recv out only */
+    if (d.to_host != 2 || d.to_dev != 3)
+        return 16;
+    loom_stream_destroy(s);
+    free(d.base);
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(hook_stream_staging)
+{
+    RUN(2, rank_hooks, NULL, 60);
+}
+END_TEST
+
+/* ---- split --------------------------------------------------------------- */
+static int rank_split(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    loom_comm_t sub = NULL;
+    /* odd and even ranks, reverse order by key; rank 4 opts out */
+    int color = rank == 4 ? LOOM_SPLIT_NOCOLOR : rank % 2;
+    if (loom_comm_split(comm, color, -rank, &sub)) {
+        fprintf(stderr, "split: %s\n", loom_get_error_string(comm));
+        return 10;
+    }
+    if (rank == 4)
+        return sub == NULL ? 0 : 11;
+    int sr, ss;
+    loom_comm_rank(sub, &sr);
+    loom_comm_size(sub, &ss);
+    int members = 0, above = 0;
+    for (int r = 0; r < n; r++)
+        if (r != 4 && r % 2 == rank % 2) {
+            members++;
+            if (r > rank)
+                above++;
+        }
+    if (ss != members || sr != above)
+        return 12;
+    int64_t v = rank, sum = 0;
+    if (loom_allreduce(&v, &sum, 1, LOOM_INT64, LOOM_SUM, sub, NULL))
+        return 13;
+    int64_t want = 0;
+    for (int r = 0; r < n; r++)
+        if (r != 4 && r % 2 == rank % 2)
+            want += r;
+    if (sum != want)
+        return 14;
+    /* parent still works */
+    v = 1;
+    if (loom_allreduce(&v, &sum, 1, LOOM_INT64, LOOM_SUM, comm, NULL) || sum != n)
+        return 15;
+    loom_comm_destroy(sub);
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(split)
+{
+    RUN(5, rank_split, NULL, 60);
+}
+END_TEST
+
+/* ---- abort from another thread -------------------------------------------- */
+static void *aborter(void *arg)
+{
+    usleep(300000);
+    loom_comm_abort(arg);
+    return NULL;
+}
+
+static int rank_abort(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    if (rank == 1) {
+        /* rank 1 never joins the second collective: rank 0 waits, then
+         * its own thread aborts it */
+        int x = 0;
+        loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL);
+        sleep(3);
+        loom_comm_destroy(comm);
+        return 0;
+    }
+    int x = 0;
+    loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, aborter, comm);
+    double t0 = harness_now();
+    loom_result_t res = loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL);
+    double dt = harness_now() - t0;
+    pthread_join(t, NULL);
+    if (res != LOOM_ERROR_ABORTED || dt > 1.5) {
+        fprintf(stderr, "abort: %s after %.2f s\n", loom_result_string(res), dt);
+        return 10;
+    }
+    /* sticky: later calls fail at once */
+    if (loom_barrier(comm, NULL) != LOOM_ERROR_ABORTED)
+        return 11;
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(abort_from_thread)
+{
+    RUN(2, rank_abort, NULL, 30);
+}
+END_TEST
+
+/* ---- a killed peer is named -------------------------------------------- */
+static int rank_killed(int rank, int n, void *arg)
+{
+    setenv("LOOM_TIMEOUT", "20", 1);
+    loom_comm_t comm = join(rank, n);
+    float *buf = calloc(1 << 20, sizeof(float));
+    if (rank == 2) {
+        loom_allreduce(buf, buf, 1 << 20, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+        raise(SIGKILL);
+    }
+    loom_result_t res = LOOM_SUCCESS;
+    double t0 = harness_now();
+    for (int i = 0; i < 1000 && res == LOOM_SUCCESS; i++)
+        res = loom_allreduce(buf, buf, 1 << 20, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (res != LOOM_ERROR_REMOTE || dt > 10 || !strstr(msg, "rank ")) {
+        fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, loom_result_string(res),
+                dt, msg);
+        return 10;
+    }
+    fprintf(stderr, "rank %d saw: %s\n", rank, msg);
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(killed_peer_is_named)
+{
+    int st[4];
+    g_port = harness_free_port();
+    harness_run(4, rank_killed, NULL, 40, st);
+    ck_assert_int_eq(st[2], 128 + SIGKILL);
+    ck_assert_int_eq(st[0], 0);
+    ck_assert_int_eq(st[1], 0);
+    ck_assert_int_eq(st[3], 0);
+}
+END_TEST
+
+/* ---- init errors ------------------------------------------------------------ */
+START_TEST(init_errors)
+{
+    loom_comm_t c;
+    ck_assert_int_eq(loom_comm_init_url("udp://x:1", 2, 0, &c), LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_get_error_string(NULL), "tcp://host:port or env://"));
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", 2, 5, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_get_error_string(NULL), "rank 5 is not in 0..1"));
+    ck_assert_int_eq(loom_comm_init_ranktable("/nonexistent/table.json", 0, &c), LOOM_ERROR_IO);
+    ck_assert_ptr_nonnull(strstr(loom_get_error_string(NULL), "/nonexistent/table.json"));
+    unsetenv("LOOM_RANK_TABLE");
+    unsetenv("RANK_TABLE_FILE");
+    ck_assert_int_eq(loom_comm_init_env(&c), LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(loom_get_error_string(NULL), "LOOM_RANK_TABLE"));
+}
+END_TEST
+
+/* A missing rank is named by rank 0 when the bootstrap timeout expires. */
+static int rank_missing(int rank, int n, void *arg)
+{
+    const char *table = arg;
+    setenv("LOOM_BOOTSTRAP_TIMEOUT", "2", 1);
+    if (rank == 1)
+        return 0; /* never joins */
+    loom_comm_t c;
+    loom_result_t res = loom_comm_init_ranktable(table, rank, &c);
+    const char *msg = loom_get_error_string(NULL);
+    if (res != LOOM_ERROR_TIMEOUT || (rank == 0 && !strstr(msg, "rank 1"))) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, loom_result_string(res), msg);
+        return 10;
+    }
+    return 0;
+}
+
+START_TEST(missing_rank_named)
+{
+    char table[256];
+    snprintf(table, sizeof table, "%s/etc/ranktables/single-4.json",
+             getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".");
+    char pb[16];
+    snprintf(pb, sizeof pb, "%d", harness_free_port());
+    setenv("LOOM_PORT_BASE", pb, 1);
+    ck_assert_int_eq(harness_run(4, rank_missing, table, 30, NULL), 0);
+}
+END_TEST
+
+/* Ranks join through env:// (MASTER_ADDR/PORT, WORLD_SIZE, RANK). */
+static int rank_env(int rank, int n, void *arg)
+{
+    char v[32];
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof v, "%d", g_port);
+    setenv("MASTER_PORT", v, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("RANK", v, 1);
+    loom_comm_t c;
+    if (loom_comm_init_url("env://", -1, -1, &c)) {
+        fprintf(stderr, "env://: %s\n", loom_get_error_string(NULL));
+        return 10;
+    }
+    uint8_t b = (uint8_t)(rank == 1 ? 42 : 0);
+    if (loom_broadcast(&b, 1, LOOM_UINT8, 1, c, NULL) || b != 42)
+        return 11;
+    loom_comm_destroy(c);
+    return 0;
+}
+
+START_TEST(env_url)
+{
+    RUN(3, rank_env, NULL, 30);
+}
+END_TEST
+
+/* Argument errors are reported, not sticky. */
+static int rank_args(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    int x = 1;
+    if (loom_allreduce(&x, &x, 1, (loom_dtype_t)77, LOOM_SUM, comm, NULL) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "dtype 77"))
+        return 10;
+    if (loom_broadcast(&x, 1, LOOM_INT32, n, comm, NULL) != LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "root"))
+        return 11;
+    if (loom_allreduce(NULL, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) !=
+        LOOM_ERROR_INVALID_ARGUMENT)
+        return 12;
+    if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) || x != n)
+        return 13;
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(argument_errors)
+{
+    RUN(2, rank_args, NULL, 30);
+}
+END_TEST
+
+int main(void)
+{
+    setenv("LOOM_BOOTSTRAP_TIMEOUT", "20", 0);
+    Suite *s = suite_create("comm");
+    TCase *tc = tcase_create("comm");
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, host_stream_events);
+    tcase_add_test(tc, hook_stream_staging);
+    tcase_add_test(tc, split);
+    tcase_add_test(tc, abort_from_thread);
+    tcase_add_test(tc, killed_peer_is_named);
+    tcase_add_test(tc, init_errors);
+    tcase_add_test(tc, missing_rank_named);
+    tcase_add_test(tc, env_url);
+    tcase_add_test(tc, argument_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
