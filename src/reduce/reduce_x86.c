@@ -1,0 +1,134 @@
+/* reduce_x86.c - AVX2 kernels, with F16C for float16, chosen at run time.
+ *
+ * The library is not built with -march flags, so these functions carry
+ * target attributes and are only called when loom_reduce_x86_supported()
+ * says the CPU has AVX2 and F16C. The integer, float32/64 and bfloat16
+ * kernels are the same loops as reduce_generic.c, compiled for AVX2 (wider
+ * vectors, and pminsd/pcmpgtq/pmulld that SSE2 lacks). float16 uses the
+ * F16C conversion instructions, eight elements at a time; the tail uses the
+ * portable scalar conversion, which rounds identically. */
+#include "build_config.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
+#include <stdint.h>
+
+#include "loom.h"
+#include "reduce/reduce_impl.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+
+#include "reduce/reduce_gen.h"
+
+#define LOOM_RX_ATTR __attribute__((target("avx2,f16c")))
+
+int loom_reduce_x86_supported(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i8, int8_t, uint8_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_u8, uint8_t, uint8_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i32, int32_t, uint32_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_u32, uint32_t, uint32_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i64, int64_t, uint64_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_u64, uint64_t, uint64_t)
+LOOM_RG_HALF_ELEMS(LOOM_RX_ATTR, x_bf16, loom_rc_b2f, loom_rc_f2b)
+LOOM_RG_FLOAT_ELEMS(LOOM_RX_ATTR, x_f32, float)
+LOOM_RG_FLOAT_ELEMS(LOOM_RX_ATTR, x_f64, double)
+
+LOOM_RG_OPS(LOOM_RX_ATTR, x_i8, int8_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_u8, uint8_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_i32, int32_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_u32, uint32_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_i64, int64_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_u64, uint64_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_bf16, uint16_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_f32, float)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_f64, double)
+
+/* float16 through F16C. The vector ops match LOOM_RG_F* exactly: MIN/MAX
+ * pick y when y is NaN or strictly smaller (larger), else x. */
+LOOM_RX_ATTR static inline __m256 x_f16_vsum(__m256 x, __m256 y)
+{
+    return _mm256_add_ps(x, y);
+}
+
+LOOM_RX_ATTR static inline __m256 x_f16_vprod(__m256 x, __m256 y)
+{
+    return _mm256_mul_ps(x, y);
+}
+
+LOOM_RX_ATTR static inline __m256 x_f16_vmin(__m256 x, __m256 y)
+{
+    __m256 pick_y = _mm256_or_ps(_mm256_cmp_ps(y, x, _CMP_LT_OQ),
+                                 _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(x, y, pick_y);
+}
+
+LOOM_RX_ATTR static inline __m256 x_f16_vmax(__m256 x, __m256 y)
+{
+    __m256 pick_y = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ),
+                                 _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(x, y, pick_y);
+}
+
+/* Loads of a and b precede the store of each block, so dst == a or dst == b
+ * is safe without the restrict variants the generated kernels need. */
+#define LOOM_RX_F16_KERNEL(OP, SCALAR)                                         \
+    LOOM_RX_ATTR static void x_f16_##OP(void *dst, const void *a,              \
+                                        const void *b, size_t n)               \
+    {                                                                          \
+        uint16_t *d = dst;                                                     \
+        const uint16_t *pa = a, *pb = b;                                       \
+        size_t i = 0;                                                          \
+        for (; i + 8 <= n; i += 8) {                                           \
+            __m256 x = _mm256_cvtph_ps(                                        \
+                _mm_loadu_si128((const __m128i *)(pa + i)));                   \
+            __m256 y = _mm256_cvtph_ps(                                        \
+                _mm_loadu_si128((const __m128i *)(pb + i)));                   \
+            __m128i r = _mm256_cvtps_ph(                                       \
+                x_f16_v##OP(x, y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+            _mm_storeu_si128((__m128i *)(d + i), r);                           \
+        }                                                                      \
+        for (; i < n; i++) {                                                   \
+            float x = loom_rc_h2f(pa[i]), y = loom_rc_h2f(pb[i]);              \
+            d[i] = loom_rc_f2h(SCALAR(x, y));                                  \
+        }                                                                      \
+    }
+
+LOOM_RX_F16_KERNEL(sum, LOOM_RG_FSUM)
+LOOM_RX_F16_KERNEL(prod, LOOM_RG_FPROD)
+LOOM_RX_F16_KERNEL(min, LOOM_RG_FMIN)
+LOOM_RX_F16_KERNEL(max, LOOM_RG_FMAX)
+
+const loom_reduce_fn
+    loom_reduce_x86_table[LOOM_DTYPE_COUNT][LOOM_REDUCE_TABLE_OPS] = {
+        [LOOM_INT8] = LOOM_RG_ROW(x_i8),
+        [LOOM_UINT8] = LOOM_RG_ROW(x_u8),
+        [LOOM_INT32] = LOOM_RG_ROW(x_i32),
+        [LOOM_UINT32] = LOOM_RG_ROW(x_u32),
+        [LOOM_INT64] = LOOM_RG_ROW(x_i64),
+        [LOOM_UINT64] = LOOM_RG_ROW(x_u64),
+        [LOOM_FLOAT16] = LOOM_RG_ROW(x_f16),
+        [LOOM_BFLOAT16] = LOOM_RG_ROW(x_bf16),
+        [LOOM_FLOAT32] = LOOM_RG_ROW(x_f32),
+        [LOOM_FLOAT64] = LOOM_RG_ROW(x_f64),
+};
+
+#else /* not x86-64: no variant, the portable kernels are used */
+
+int loom_reduce_x86_supported(void)
+{
+    return 0;
+}
+
+const loom_reduce_fn
+    loom_reduce_x86_table[LOOM_DTYPE_COUNT][LOOM_REDUCE_TABLE_OPS];
+
+#endif
