@@ -5,6 +5,7 @@
  * env:   LOOM_TEST_BIG (default 1000003): the large count
  *        LOOM_TEST_RANKTABLE=FILE: join through that table instead of tcp:// */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +22,19 @@ struct cfg {
 
 static int fails;
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        if (fails++ < 10) {                                                    \
-            fprintf(stderr, "rank %d: ", rank);                                \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
+static void fail_msg(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_msg(int rank, const char *fmt, ...)
+{
+    if (fails++ < 10) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "rank %d: ", rank);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+}
+#define FAIL(...) fail_msg(rank, __VA_ARGS__)
 
 static const loom_redop_t ops[] = {LOOM_SUM, LOOM_PROD, LOOM_MIN, LOOM_MAX, LOOM_AVG};
 

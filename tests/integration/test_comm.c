@@ -31,9 +31,13 @@ static loom_comm_t join(int rank, int n)
 
 #define RUN(n, fn, arg, timeout)                                               \
     do {                                                                       \
+        int st_[16];                                                           \
         g_port = harness_free_port();                                          \
-        ck_assert_msg(harness_run((n), (fn), (arg), (timeout), NULL) == 0,     \
-                      "a rank failed");                                        \
+        int rc_ = harness_run((n), (fn), (arg), (timeout), st_);               \
+        for (int r_ = 0; rc_ && r_ < (n); r_++)                                \
+            fprintf(stderr, "%s: rank %d exited with %d\n", __func__, r_,      \
+                    st_[r_]);                                                  \
+        ck_assert_msg(rc_ == 0, "a rank failed");                              \
     } while (0)
 
 /* ---- host stream: many async allreduces, events, synchronize ------------ */
@@ -202,8 +206,15 @@ static int rank_split(int rank, int n, void *arg)
         fprintf(stderr, "split: %s\n", loom_get_error_string(comm));
         return 10;
     }
-    if (rank == 4)
-        return sub == NULL ? 0 : 11;
+    if (rank == 4) {
+        int64_t v = 1, sum = 0;
+        if (sub != NULL)
+            return 11;
+        if (loom_allreduce(&v, &sum, 1, LOOM_INT64, LOOM_SUM, comm, NULL) || sum != n)
+            return 16;
+        loom_comm_destroy(comm);
+        return 0;
+    }
     int sr, ss;
     loom_comm_rank(sub, &sr);
     loom_comm_size(sub, &ss);
