@@ -43,7 +43,9 @@ enum config_type {
     CONFIG_SIZE,   /* bytes with K/M/G suffix, in [min, max], size_t   */
     CONFIG_STRING, /* text shorter than the field (or CONFIG_VALUE_MAX) */
     CONFIG_LEVEL,  /* NONE|WARN|INFO|TRACE                             */
-    CONFIG_SUBSYS  /* comma list of subsystems, leading ^ inverts      */
+    CONFIG_SUBSYS, /* comma list of subsystems, leading ^ inverts      */
+    CONFIG_ENUM    /* one of the '|'-separated choices (any case), kept
+                    * lowercase in a string field                      */
 };
 
 #define NO_FIELD ((size_t)-1)
@@ -58,43 +60,44 @@ struct config_var {
     double min, max;
     int min_open;  /* doubles: the value must be > min, not >= min        */
     const char *doc;
+    const char *choices; /* CONFIG_ENUM: "a|b|c"                           */
 };
 
 static const struct config_var config_vars[] = {
     {"LOOM_DEBUG", CONFIG_LEVEL, "WARN", FIELD(debug_level), 0, 0, 0,
-     "log level: NONE, WARN, INFO or TRACE"},
+     "log level: NONE, WARN, INFO or TRACE", NULL},
     {"LOOM_DEBUG_SUBSYS", CONFIG_SUBSYS, "ALL", FIELD(debug_subsys), 0, 0, 0,
-     "subsystems logged: INIT,BOOT,NET,COLL,RT,STREAM,CONFIG,ALL; ^ = all but"},
+     "subsystems logged: INIT,BOOT,NET,COLL,RT,STREAM,CONFIG,ALL; ^ = all but", NULL},
     {"LOOM_DEBUG_FILE", CONFIG_STRING, "", FIELD(debug_file), 0, 0, 0,
-     "log to this file instead of stderr; %h = host, %p = pid"},
+     "log to this file instead of stderr; %h = host, %p = pid", NULL},
     {"LOOM_PORT_BASE", CONFIG_INT, "29600", FIELD(port_base), 1, 65535, 0,
-     "first TCP port used for bootstrap listeners"},
+     "first TCP port used for bootstrap listeners", NULL},
     {"LOOM_PORT_OFFSET", CONFIG_INT, "0", FIELD(port_offset), 0, 65535, 0,
-     "added to LOOM_PORT_BASE, to separate jobs on one host"},
+     "added to LOOM_PORT_BASE, to separate jobs on one host", NULL},
     {"LOOM_BOOTSTRAP_TIMEOUT", CONFIG_DOUBLE, "120", FIELD(bootstrap_timeout), 0, 1e9, 1,
-     "seconds to wait for all ranks to meet at init"},
+     "seconds to wait for all ranks to meet at init", NULL},
     {"LOOM_TIMEOUT", CONFIG_DOUBLE, "300", FIELD(timeout), 0, 1e9, 0,
-     "seconds a collective may wait on a peer; 0 = never time out"},
+     "seconds a collective may wait on a peer; 0 = never time out", NULL},
     {"LOOM_NSOCKS", CONFIG_INT, "2", FIELD(nsocks), 1, 16, 0,
-     "TCP sockets per peer connection"},
+     "TCP sockets per peer connection", NULL},
     {"LOOM_SOCKET_IFNAME", CONFIG_STRING, "", FIELD(socket_ifname), 0, 0, 0,
-     "interfaces to use: prefix list, ^ = exclude, = = exact; \"\" = auto"},
+     "interfaces to use: prefix list, ^ = exclude, = = exact; \"\" = auto", NULL},
     {"LOOM_CHUNK_SIZE", CONFIG_SIZE, "1M", FIELD(chunk_size), 1024.0, 1073741824.0, 0,
-     "bytes per pipelined chunk (K/M/G suffixes, 1K..1G)"},
+     "bytes per pipelined chunk (K/M/G suffixes, 1K..1G)", NULL},
     {"LOOM_ALGO", CONFIG_STRING, "", FIELD(algo), 0, 0, 0,
-     "algorithm override: \"ring\" or \"allreduce=ring,broadcast=tree\""},
-    {"LOOM_TRANSPORT", CONFIG_STRING, "tcp", FIELD(transport), 0, 0, 0,
-     "transport to use: tcp, ofi or verbs (as built)"},
+     "algorithm override: \"ring\" or \"allreduce=ring,broadcast=tree\"", NULL},
+    {"LOOM_TRANSPORT", CONFIG_ENUM, "tcp", FIELD(transport), 0, 0, 0,
+     "transport to use: tcp, ofi or verbs (as built)", "tcp|ofi|verbs"},
     {"LOOM_SPIN_US", CONFIG_INT, "50", FIELD(spin_us), 0, 1000000, 0,
-     "microseconds to busy-poll before sleeping on a socket"},
+     "microseconds to busy-poll before sleeping on a socket", NULL},
     {"LOOM_CONF_FILE", CONFIG_STRING, CONFIG_DEFAULT_FILE, NO_FIELD, 0, 0, 0, 0,
-     "this configuration file (environment only)"},
+     "this configuration file (environment only)", NULL},
     {"LOOM_RANK_TABLE", CONFIG_STRING, "", NO_FIELD, 0, 0, 0, 0,
-     "rank table (JSON) read by loom_comm_init_env"},
+     "rank table (JSON) read by loom_comm_init_env", NULL},
     {"LOOM_RANK", CONFIG_INT, "-1", NO_FIELD, 0, -1, INT_MAX, 0,
-     "this process's rank, read by loom_comm_init_env"},
+     "this process's rank, read by loom_comm_init_env", NULL},
     {"LOOM_NRANKS", CONFIG_INT, "0", NO_FIELD, 0, 0, INT_MAX, 0,
-     "number of ranks, set by loom-run for its children"},
+     "number of ranks, set by loom-run for its children", NULL},
 };
 #define CONFIG_NVARS (sizeof(config_vars) / sizeof(config_vars[0]))
 
@@ -378,6 +381,21 @@ static int config_parse(const struct config_var *var, const char *text, struct l
             *(unsigned *)field = v;
         return 0;
     }
+    case CONFIG_ENUM:
+        for (const char *c = var->choices; c && *c;) {
+            const char *bar = strchr(c, '|');
+            size_t clen = bar ? (size_t)(bar - c) : strlen(c);
+            if (strlen(text) == clen && strncasecmp(text, c, clen) == 0 && clen < cap) {
+                if (field) {
+                    memcpy(field, c, clen);
+                    field[clen] = '\0';
+                }
+                return 0;
+            }
+            c += clen + (bar ? 1 : 0);
+        }
+        snprintf(why, whylen, "not one of %s", var->choices ? var->choices : "(none)");
+        return -1;
     }
     snprintf(why, whylen, "internal: unknown type");
     return -1;

@@ -9,8 +9,7 @@ RUN="$builddir/loom-run"
 [ -x "$RUN" ] || { echo "FAIL: $RUN not built"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_loom_run.XXXXXX") || exit 1
-# Removed at the end, not from an EXIT trap: some shells run that trap in
-# subshells too ($(...)), which removed the directory mid-test.
+trap 'rm -rf "$work"' EXIT
 failures=0
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -120,10 +119,14 @@ start=$(date +%s)
 "$RUN" -n 2 --timeout 20 -- sh -c 'echo up; exec sleep 60' >"$work/out8" 2>"$work/err8" &
 pid=$!
 i=0
-while [ "$(grep -c up "$work/out8" 2>/dev/null)" -lt 2 ] && [ $i -lt 100 ]; do
+# Wait (bounded) until both ranks run; out8 may not exist yet at first.
+while [ $i -lt 100 ]; do
+    n=$(grep -c up "$work/out8" 2>/dev/null)
+    [ "${n:-0}" -ge 2 ] && break
     sleep 0.1
     i=$((i + 1))
 done
+[ $i -lt 100 ] || fail "ranks did not start"
 kill -TERM "$pid"
 wait_bounded 15 "$pid"
 secs=$(( $(date +%s) - start ))
@@ -132,6 +135,5 @@ grep -q "was killed by signal 15" "$work/err8" || fail "forwarded SIGTERM: $(cat
 [ "$secs" -lt 10 ] || fail "forwarded SIGTERM took $secs s"
 [ "$failures" -eq "$f0" ] && pass "SIGTERM forwarded"
 
-rm -rf "$work"
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 exit 0

@@ -149,7 +149,7 @@ START_TEST(test_env_overrides)
     setenv("LOOM_SOCKET_IFNAME", "^lo,docker", 1);
     setenv("LOOM_CHUNK_SIZE", "64K", 1);
     setenv("LOOM_ALGO", "allreduce=ring", 1);
-    setenv("LOOM_TRANSPORT", "ofi", 1);
+    setenv("LOOM_TRANSPORT", "OFI", 1);
     setenv("LOOM_SPIN_US", "0", 1);
     setenv("LOOM_DEBUG_FILE", "/tmp/x.%h.%p", 1);
     const struct loom_config *c = loom_config();
@@ -217,6 +217,7 @@ START_TEST(test_malformed_env_keeps_default)
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "0", 1);
     setenv("LOOM_DEBUG", "LOUD", 1);
     setenv("LOOM_DEBUG_SUBSYS", "NET,FOO", 1);
+    setenv("LOOM_TRANSPORT", "carrier-pigeon", 1);
     capture_begin();
     const struct loom_config *c = loom_config();
     char *err = capture_end();
@@ -232,6 +233,10 @@ START_TEST(test_malformed_env_keeps_default)
     ck_assert_msg(strstr(err, "LOOM_BOOTSTRAP_TIMEOUT=\"0\""), "%s", err);
     ck_assert_msg(strstr(err, "LOOM_DEBUG=\"LOUD\""), "%s", err);
     ck_assert_msg(strstr(err, "unknown subsystem 'FOO'"), "%s", err);
+    ck_assert_str_eq(c->transport, "tcp");
+    ck_assert_msg(strstr(err, "LOOM_TRANSPORT=\"carrier-pigeon\" (environment): not one of "
+                              "tcp|ofi|verbs"),
+                  "%s", err);
     ck_assert_msg(strstr(err, "LOOM WARN CONFIG"), "%s", err);
 }
 END_TEST
