@@ -21,3 +21,6 @@ tests_integration_test_comm_CFLAGS = $(TEST_CFLAGS)
 tests_integration_test_comm_LDADD = $(TEST_LIBS)
 TESTS += tests/integration/test_comm
 endif
+
+TESTS += tests/integration/test_coll_two_server.sh
+EXTRA_DIST += tests/integration/test_coll_two_server.sh
