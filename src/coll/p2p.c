@@ -121,6 +121,9 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
         w->spins = 0;
         return LOOM_SUCCESS;
     }
+    /* More ranks than CPUs here: the peer we wait for may need this CPU. */
+    if (comm->oversubscribed)
+        sched_yield();
     /* Read the clock every 32 spins only: it is the costliest part. */
     if ((++w->spins & 31) != 0 && w->spins < (1u << 20))
         return LOOM_SUCCESS;

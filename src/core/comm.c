@@ -3,6 +3,7 @@
 #include "build_config.h"
 
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -134,7 +135,7 @@ static loom_result_t comm_setup(struct loom_comm *comm)
 {
     const struct loom_config *cfg = loom_config();
     comm->chunk_size = cfg->chunk_size ? cfg->chunk_size : 1 << 20;
-    comm->spin_us = cfg->spin_us;
+    comm->spin_us = cfg->spin_us < 0 ? 50 : cfg->spin_us;
     comm->timeout = cfg->timeout;
     char err[256];
     enum loom_algo forced[LOOM_OP_KIND_COUNT];
@@ -152,6 +153,59 @@ static loom_result_t comm_setup(struct loom_comm *comm)
     for (int i = 0; i < comm->nranks; i++)
         if (comm->ring[i] == comm->rank)
             comm->ring_pos = i;
+    return LOOM_SUCCESS;
+}
+
+/* A hash naming this host: its boot id (the same in every network
+ * namespace of one kernel) and host name. */
+static uint64_t host_hash(void)
+{
+    char buf[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f))
+            buf[0] = 0;
+        fclose(f);
+    }
+    uint64_t h = loom_fnv1a(LOOM_FNV_INIT, buf, strlen(buf));
+    if (gethostname(buf, sizeof buf) == 0) {
+        buf[sizeof buf - 1] = 0;
+        h = loom_fnv1a(h, buf, strlen(buf));
+    }
+    return h;
+}
+
+/* Which ranks share this host, and whether they outnumber its CPUs. Runs
+ * one tiny allgather on the caller's thread before the progress thread. */
+static loom_result_t comm_topology(struct loom_comm *comm)
+{
+    uint64_t mine = host_hash();
+    uint64_t *all = calloc((size_t)comm->nranks, sizeof *all);
+    if (!all)
+        return LOOM_ERROR_NO_MEMORY;
+    loom_result_t res = loom_allgather(&mine, all, 1, LOOM_UINT64, comm, NULL);
+    if (res < 0) {
+        loom_set_thread_error("rank %d: %s", comm->rank, comm->errmsg);
+        free(all);
+        return res;
+    }
+    comm->local_size = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (all[r] == mine)
+            comm->local_size++;
+    free(all);
+    cpu_set_t set;
+    int ncpu = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        ncpu = CPU_COUNT(&set);
+    if (ncpu <= 0)
+        ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    comm->oversubscribed = ncpu > 0 && comm->local_size > ncpu;
+    if (comm->oversubscribed && loom_config()->spin_us < 0)
+        comm->spin_us = 0;
+    LOOM_INFO(LOOM_SUB_INIT, "rank %d: %d of %d ranks on this host, %d CPUs%s", comm->rank,
+              comm->local_size, comm->nranks, ncpu,
+              comm->oversubscribed ? ": oversubscribed, waiting ranks yield" : "");
     return LOOM_SUCCESS;
 }
 
@@ -224,6 +278,9 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
             return res;
         }
     }
+    res = comm_topology(comm);
+    if (res < 0)
+        return res;
     res = loom_comm_start(comm);
     if (res < 0)
         return res;
@@ -638,6 +695,9 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
                 goto out;
             }
         }
+        res = comm_topology(comm);
+        if (res < 0)
+            goto out;
         res = loom_comm_start(comm);
         if (res < 0)
             goto out;

@@ -57,6 +57,11 @@ struct loom_comm {
     char local_addr[64];
     uint64_t table_hash;
 
+    /* this host: ranks sharing it (same boot id and host name), and whether
+     * they outnumber its CPUs (then waiting ranks yield at once) */
+    int local_size;
+    int oversubscribed;
+
     /* tuning, from the configuration at creation */
     size_t chunk_size;
     int spin_us;

@@ -25,7 +25,7 @@ struct loom_config {
     size_t chunk_size;            /* LOOM_CHUNK_SIZE bytes (K/M/G ok)          */
     char algo[256];               /* LOOM_ALGO: "ring" or "allreduce=ring,..." */
     char transport[32];           /* LOOM_TRANSPORT: tcp (default)             */
-    int spin_us;                  /* LOOM_SPIN_US: busy-poll before sleeping   */
+    int spin_us;                  /* LOOM_SPIN_US: busy-poll before yielding (-1 auto) */
 };
 
 /* The configuration, read on first use (thread-safe); never NULL. */
