@@ -196,6 +196,9 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
                              .msg_iovlen = (size_t)build_iov(sk->sendq.head, iov)};
+        size_t asked = 0;
+        for (size_t k = 0; k < msg.msg_iovlen; k++)
+            asked += iov[k].iov_len;
         ssize_t n = sendmsg(sk->fd, &msg, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
@@ -218,6 +221,8 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
                 op_put(tp, op);
             }
         }
+        if ((size_t)n < asked)
+            break; /* the socket buffer is full: retrying would get EAGAIN */
     }
     return moved;
 }
@@ -270,6 +275,9 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
                              .msg_iovlen = (size_t)build_iov(sk->recvq.head, iov)};
+        size_t asked = 0;
+        for (size_t k = 0; k < msg.msg_iovlen; k++)
+            asked += iov[k].iov_len;
         ssize_t n = recvmsg(sk->fd, &msg, 0);
         if (n < 0) {
             if (errno == EINTR)
@@ -300,6 +308,8 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
                 op_put(tp, op);
             }
         }
+        if ((size_t)n < asked)
+            break; /* drained what had arrived: retrying would get EAGAIN */
     }
     return moved;
 }
@@ -317,7 +327,10 @@ static size_t scan_active(struct loom_tx *tx)
             moved += sock_recv(tx, sk);
         if (sock_idle(sk)) {
             sk->active = 0;
-            if (sk->ep_mask)
+            /* A writable socket would wake every wait, so EPOLLOUT goes now;
+             * EPOLLIN stays armed (most likely the next post wants it again)
+             * and is dropped only if data arrives while nothing is posted. */
+            if (sk->ep_mask & EPOLLOUT)
                 set_interest(tp, sk, 0);
             tp->active[i] = tp->active[--tp->nactive];
         } else {
@@ -442,8 +455,11 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         struct tcp_sock *sk = evs[i].data.ptr;
         if (!sk)
             return LOOM_SUCCESS; /* wake fd: the owner reads it */
-        if ((evs[i].events & (EPOLLHUP | EPOLLERR)) && !sk->active &&
-            sk->fd >= 0) {
+        if (sk->active || sk->fd < 0)
+            continue;
+        if (!(evs[i].events & (EPOLLHUP | EPOLLERR))) {
+            set_interest(tp, sk, 0); /* nothing posted: let the kernel hold it */
+        } else {
             /* Nothing posted here: stop hearing about it; the next post
              * reads what is left and then sees the end of the stream. */
             epoll_ctl(tp->epfd, EPOLL_CTL_DEL, sk->fd, NULL);
