@@ -112,27 +112,15 @@ static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
     return LOOM_SUCCESS;
 }
 
-/* Fail every request on peer r with res, close its sockets, and remember
- * the sentence for later posts. */
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...)
+/* Mark peer r failed with res and the sentence msg: its requests fail, its
+ * sockets close, and later posts fail at once with the same sentence. */
+static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *msg)
 {
     struct tcp_priv *tp = tx->priv;
     struct tcp_peer *peer = &tp->peers[r];
-    if (peer->failed)
-        return;
-    char d[256], what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
-             loom_tcp_describe(tx, r, d, sizeof d), what);
     peer->failed = res;
-    peer->failmsg = strdup(tx->errmsg);
-    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    peer->failmsg = strdup(msg);
     for (int s = 0; s < tp->nsocks; s++) {
         struct tcp_sock *sk = &peer->socks[s];
         struct tcp_op *op;
@@ -151,7 +139,27 @@ static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
         sk->fd = -1;
         sk->ep_mask = 0;
     }
-    ((struct tcp_priv *)tx->priv)->pending_err = res;
+}
+
+/* A link broke: fail peer r, log it, and have progress report it. */
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...)
+{
+    struct tcp_priv *tp = tx->priv;
+    if (tp->peers[r].failed)
+        return;
+    char d[256], what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
+             loom_tcp_describe(tx, r, d, sizeof d), what);
+    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    peer_down(tx, r, res, tx->errmsg);
+    tp->pending_err = res;
 }
 
 static void fail_errno(struct loom_tx *tx, int r, int err)
@@ -443,7 +451,7 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
                                  (sk->recvq.head ? EPOLLIN : 0u));
     }
-    int ms = timeout_us < 0 ? -1 : (timeout_us + 999) / 1000;
+    int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
     struct epoll_event evs[64];
     int n = epoll_wait(tp->epfd, evs, 64, ms);
     if (n < 0 && errno != EINTR) {
@@ -478,14 +486,18 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         return;
     if (res >= 0)
         res = LOOM_ERROR_ABORTED;
-    char keep[LOOM_TX_ERRLEN];
-    memcpy(keep, tx->errmsg, sizeof keep);
-    for (int r = 0; r < tx->params.nranks; r++)
-        if (r != tx->params.rank)
-            fail_peer(tx, r, res, "is unreachable: the transport was shut down "
-                      "(%s)", loom_result_string(res));
-    memcpy(tx->errmsg, keep, sizeof keep);
-    ((struct tcp_priv *)tx->priv)->pending_err = LOOM_SUCCESS;
+    /* An orderly end, not a link failure: no warning, errmsg untouched. */
+    for (int r = 0; r < tx->params.nranks; r++) {
+        if (r == tx->params.rank || tp->peers[r].failed)
+            continue;
+        char d[256], msg[LOOM_TX_ERRLEN];
+        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut "
+                 "down (%s)", loom_tcp_describe(tx, r, d, sizeof d),
+                 loom_result_string(res));
+        peer_down(tx, r, res, msg);
+    }
+    for (int i = 0; i < tp->nactive; i++)
+        tp->active[i]->active = 0;
     tp->nactive = 0;
     loom_tcp_close_sockets(tx);
 }
