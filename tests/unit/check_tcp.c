@@ -468,15 +468,19 @@ static int wake_main(int rank, int n, void *arg)
     int rc = setup(j, rank, n, &tx);
     if (rc)
         return rc;
-    uint8_t b = 0;
+    uint8_t b = 0, got = 0;
     if (rank == 1) {
         struct loom_tx_req r = {.peer = 0, .buf = &b, .len = 1};
         if (tx->ops->irecv(tx, &r) || wait_all(tx, &r, 1) || b != 42)
             return 21;
+        b = 43; /* answers rank 0's receive that the wake interrupted */
+        struct loom_tx_req s = {.peer = 0, .buf = &b, .len = 1};
+        if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
+            return 22;
         loom_tx_close(tx);
         return 0;
     }
-    struct loom_tx_req r = {.peer = 1, .buf = &b, .len = 1};
+    struct loom_tx_req r = {.peer = 1, .buf = &got, .len = 1};
     if (tx->ops->irecv(tx, &r))
         return 21;
     pthread_t th;
@@ -485,8 +489,11 @@ static int wake_main(int rank, int n, void *arg)
     loom_result_t res = tx->ops->progress(tx, -1);
     double dt = mp_now() - t0;
     pthread_join(th, NULL);
+    snprintf(rank_err(j, rank), ERRSLOT, "progress: %s after %.3f s, done %d",
+             loom_result_string(res), dt, r.done);
     if (res != LOOM_SUCCESS || r.done || dt < 0.15 || dt > 1.5)
         return 30;
+    rank_err(j, rank)[0] = '\0';
     uint64_t v = 0;
     if (read(j->wake_fd, &v, sizeof v) != sizeof v || v != 1)
         return 31; /* the transport must not consume it */
@@ -494,6 +501,8 @@ static int wake_main(int rank, int n, void *arg)
     struct loom_tx_req s = {.peer = 1, .buf = &b, .len = 1};
     if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
         return 32;
+    if (wait_all(tx, &r, 1) || got != 43)
+        return 33;
     loom_tx_close(tx);
     return 0;
 }
