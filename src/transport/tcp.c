@@ -94,6 +94,23 @@ static void set_interest(struct tcp_priv *tp, struct tcp_sock *sk, uint32_t mask
         sk->ep_mask = mask;
 }
 
+/* Wake for a large receive only once a good part of it can be read: fewer
+ * wake-ups, larger copies. Never above what the posted receive still
+ * needs, so the tail always wakes us. */
+static void set_lowat(struct tcp_sock *sk)
+{
+    int want = 1;
+    struct tcp_op *op = sk->recvq.head;
+    if (op && !sk->sendq.head) {
+        size_t left = LOOM_TCP_FRAME_LEN + op->len - op->done;
+        if (left >= LOOM_TCP_LOWAT_MIN)
+            want = left > LOOM_TCP_LOWAT_MAX ? LOOM_TCP_LOWAT_MAX : (int)left;
+    }
+    if (want != sk->lowat &&
+        setsockopt(sk->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+        sk->lowat = want;
+}
+
 static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
 {
     struct tcp_priv *tp = tx->priv;
@@ -450,6 +467,7 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         struct tcp_sock *sk = tp->active[i];
         set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
                                  (sk->recvq.head ? EPOLLIN : 0u));
+        set_lowat(sk);
     }
     int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
     struct epoll_event evs[64];
