@@ -565,7 +565,9 @@ const struct loom_transport loom_tcp_transport = {
     .init = loom_tcp_init,
     /* Full mesh, params.nsocks sockets per peer; lower ranks accept, higher
      * ranks connect, retrying refusals; bounded by params.connect_timeout
-     * and the wake fd; the timeout error lists every peer not connected. */
+     * and the wake fd; the timeout error lists every peer not connected.
+     * tx->params.comm_id must by now hold the id the bootstrap returned
+     * (init ran before it, to produce the endpoint). */
     .connect_all = loom_tcp_connect_all,
     /* Queue the frames; no system call. A peer that failed before fails the
      * request at once (done=1) and returns its error. */
