@@ -237,7 +237,10 @@ static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
             snprintf(st->err, st->errlen,
                      "bootstrap: rank 0 could not send the endpoints to %s: %s",
                      describe(p, r, d, sizeof d),
-                     res == LOOM_ERROR_TIMEOUT ? "timed out" : strerror(errno));
+                     res == LOOM_ERROR_TIMEOUT   ? "timed out"
+                     : res == LOOM_ERROR_ABORTED ? "aborted"
+                     : res == LOOM_ERROR_REMOTE  ? "it closed the connection"
+                                                 : strerror(errno));
         }
     }
     free(buf);

@@ -94,6 +94,23 @@ static void set_interest(struct tcp_priv *tp, struct tcp_sock *sk, uint32_t mask
         sk->ep_mask = mask;
 }
 
+/* Wake for a large receive only once a good part of it can be read: fewer
+ * wake-ups, larger copies. Never above what the posted receive still
+ * needs, so the tail always wakes us. */
+static void set_lowat(struct tcp_sock *sk)
+{
+    int want = 1;
+    struct tcp_op *op = sk->recvq.head;
+    if (op && !sk->sendq.head) {
+        size_t left = LOOM_TCP_FRAME_LEN + op->len - op->done;
+        if (left >= LOOM_TCP_LOWAT_MIN)
+            want = left > LOOM_TCP_LOWAT_MAX ? LOOM_TCP_LOWAT_MAX : (int)left;
+    }
+    if (want != sk->lowat &&
+        setsockopt(sk->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+        sk->lowat = want;
+}
+
 static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
 {
     struct tcp_priv *tp = tx->priv;
@@ -112,27 +129,15 @@ static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
     return LOOM_SUCCESS;
 }
 
-/* Fail every request on peer r with res, close its sockets, and remember
- * the sentence for later posts. */
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...)
+/* Mark peer r failed with res and the sentence msg: its requests fail, its
+ * sockets close, and later posts fail at once with the same sentence. */
+static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *msg)
 {
     struct tcp_priv *tp = tx->priv;
     struct tcp_peer *peer = &tp->peers[r];
-    if (peer->failed)
-        return;
-    char d[256], what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
-             loom_tcp_describe(tx, r, d, sizeof d), what);
     peer->failed = res;
-    peer->failmsg = strdup(tx->errmsg);
-    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    peer->failmsg = strdup(msg);
     for (int s = 0; s < tp->nsocks; s++) {
         struct tcp_sock *sk = &peer->socks[s];
         struct tcp_op *op;
@@ -151,7 +156,27 @@ static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
         sk->fd = -1;
         sk->ep_mask = 0;
     }
-    ((struct tcp_priv *)tx->priv)->pending_err = res;
+}
+
+/* A link broke: fail peer r, log it, and have progress report it. */
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...)
+{
+    struct tcp_priv *tp = tx->priv;
+    if (tp->peers[r].failed)
+        return;
+    char d[256], what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
+             loom_tcp_describe(tx, r, d, sizeof d), what);
+    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    peer_down(tx, r, res, tx->errmsg);
+    tp->pending_err = res;
 }
 
 static void fail_errno(struct loom_tx *tx, int r, int err)
@@ -196,6 +221,9 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
                              .msg_iovlen = (size_t)build_iov(sk->sendq.head, iov)};
+        size_t asked = 0;
+        for (size_t k = 0; k < msg.msg_iovlen; k++)
+            asked += iov[k].iov_len;
         ssize_t n = sendmsg(sk->fd, &msg, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
@@ -218,6 +246,8 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
                 op_put(tp, op);
             }
         }
+        if ((size_t)n < asked)
+            break; /* the socket buffer is full: retrying would get EAGAIN */
     }
     return moved;
 }
@@ -270,6 +300,9 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
                              .msg_iovlen = (size_t)build_iov(sk->recvq.head, iov)};
+        size_t asked = 0;
+        for (size_t k = 0; k < msg.msg_iovlen; k++)
+            asked += iov[k].iov_len;
         ssize_t n = recvmsg(sk->fd, &msg, 0);
         if (n < 0) {
             if (errno == EINTR)
@@ -300,6 +333,8 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
                 op_put(tp, op);
             }
         }
+        if ((size_t)n < asked)
+            break; /* drained what had arrived: retrying would get EAGAIN */
     }
     return moved;
 }
@@ -317,7 +352,10 @@ static size_t scan_active(struct loom_tx *tx)
             moved += sock_recv(tx, sk);
         if (sock_idle(sk)) {
             sk->active = 0;
-            if (sk->ep_mask)
+            /* A writable socket would wake every wait, so EPOLLOUT goes now;
+             * EPOLLIN stays armed (most likely the next post wants it again)
+             * and is dropped only if data arrives while nothing is posted. */
+            if (sk->ep_mask & EPOLLOUT)
                 set_interest(tp, sk, 0);
             tp->active[i] = tp->active[--tp->nactive];
         } else {
@@ -429,8 +467,9 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         struct tcp_sock *sk = tp->active[i];
         set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
                                  (sk->recvq.head ? EPOLLIN : 0u));
+        set_lowat(sk);
     }
-    int ms = timeout_us < 0 ? -1 : (timeout_us + 999) / 1000;
+    int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
     struct epoll_event evs[64];
     int n = epoll_wait(tp->epfd, evs, 64, ms);
     if (n < 0 && errno != EINTR) {
@@ -442,8 +481,11 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         struct tcp_sock *sk = evs[i].data.ptr;
         if (!sk)
             return LOOM_SUCCESS; /* wake fd: the owner reads it */
-        if ((evs[i].events & (EPOLLHUP | EPOLLERR)) && !sk->active &&
-            sk->fd >= 0) {
+        if (sk->active || sk->fd < 0)
+            continue;
+        if (!(evs[i].events & (EPOLLHUP | EPOLLERR))) {
+            set_interest(tp, sk, 0); /* nothing posted: let the kernel hold it */
+        } else {
             /* Nothing posted here: stop hearing about it; the next post
              * reads what is left and then sees the end of the stream. */
             epoll_ctl(tp->epfd, EPOLL_CTL_DEL, sk->fd, NULL);
@@ -462,14 +504,18 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         return;
     if (res >= 0)
         res = LOOM_ERROR_ABORTED;
-    char keep[LOOM_TX_ERRLEN];
-    memcpy(keep, tx->errmsg, sizeof keep);
-    for (int r = 0; r < tx->params.nranks; r++)
-        if (r != tx->params.rank)
-            fail_peer(tx, r, res, "is unreachable: the transport was shut down "
-                      "(%s)", loom_result_string(res));
-    memcpy(tx->errmsg, keep, sizeof keep);
-    ((struct tcp_priv *)tx->priv)->pending_err = LOOM_SUCCESS;
+    /* An orderly end, not a link failure: no warning, errmsg untouched. */
+    for (int r = 0; r < tx->params.nranks; r++) {
+        if (r == tx->params.rank || tp->peers[r].failed)
+            continue;
+        char d[256], msg[LOOM_TX_ERRLEN];
+        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut "
+                 "down (%s)", loom_tcp_describe(tx, r, d, sizeof d),
+                 loom_result_string(res));
+        peer_down(tx, r, res, msg);
+    }
+    for (int i = 0; i < tp->nactive; i++)
+        tp->active[i]->active = 0;
     tp->nactive = 0;
     loom_tcp_close_sockets(tx);
 }
@@ -519,7 +565,9 @@ const struct loom_transport loom_tcp_transport = {
     .init = loom_tcp_init,
     /* Full mesh, params.nsocks sockets per peer; lower ranks accept, higher
      * ranks connect, retrying refusals; bounded by params.connect_timeout
-     * and the wake fd; the timeout error lists every peer not connected. */
+     * and the wake fd; the timeout error lists every peer not connected.
+     * tx->params.comm_id must by now hold the id the bootstrap returned
+     * (init ran before it, to produce the endpoint). */
     .connect_all = loom_tcp_connect_all,
     /* Queue the frames; no system call. A peer that failed before fails the
      * request at once (done=1) and returns its error. */

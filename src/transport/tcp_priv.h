@@ -18,6 +18,9 @@
 /* Stripe sizes are rounded up to this, so stripes stay page-sized. */
 #define LOOM_TCP_STRIPE_ALIGN 4096
 #define LOOM_TCP_MAX_SOCKS 64
+/* SO_RCVLOWAT bounds while blocked on a large receive. */
+#define LOOM_TCP_LOWAT_MIN (128 * 1024)
+#define LOOM_TCP_LOWAT_MAX (512 * 1024)
 
 /* One stripe of one request, queued on one socket. */
 struct tcp_op {
@@ -42,6 +45,7 @@ struct tcp_sock {
     uint32_t ep_mask;      /* events registered in epoll (0 = none)       */
     int active;            /* on the active list                          */
     int hup;               /* epoll reported HUP; removed from the set    */
+    int lowat;             /* SO_RCVLOWAT in force (0/1: the default)     */
     struct tcp_queue sendq, recvq;
 };
 

@@ -400,6 +400,53 @@ START_TEST(test_frame_mismatch)
 }
 END_TEST
 
+/* Rank 0 shuts its transport down with a receive pending: the receive fails
+ * with the given result, later posts fail at once, and rank 1 sees the
+ * links close promptly. */
+static int shutdown_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t buf[16];
+    struct loom_tx_req r = {.peer = 1 - rank, .buf = buf, .len = sizeof buf};
+    if (tx->ops->irecv(tx, &r))
+        return 21;
+    if (rank == 1) {
+        double t0 = mp_now();
+        loom_result_t res = wait_all(tx, &r, 1);
+        snprintf(rank_err(j, rank), ERRSLOT, "%s", tx->errmsg);
+        if (res != LOOM_ERROR_REMOTE || r.status != LOOM_ERROR_REMOTE ||
+            mp_now() - t0 > 3.0 || !strstr(tx->errmsg, "rank 0 (127.0.0.1:"))
+            return 30;
+        rank_err(j, rank)[0] = '\0';
+        loom_tx_close(tx);
+        return 0;
+    }
+    usleep(100000);
+    tx->ops->progress(tx, 0);
+    tx->ops->shutdown(tx, LOOM_ERROR_ABORTED);
+    if (!r.done || r.status != LOOM_ERROR_ABORTED)
+        return 31;
+    struct loom_tx_req s = {.peer = 1, .buf = buf, .len = 1};
+    if (tx->ops->isend(tx, &s) != LOOM_ERROR_ABORTED || !s.done ||
+        !strstr(tx->errmsg, "the transport was shut down"))
+        return 32;
+    if (tx->ops->progress(tx, 0) != LOOM_SUCCESS)
+        return 33;
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_shutdown)
+{
+    struct job *j = job_new(2);
+    job_check(j, mp_run(2, shutdown_main, j, 15.0, 0), 2);
+}
+END_TEST
+
 static void *wake_later(void *arg)
 {
     usleep(200000);
@@ -421,15 +468,19 @@ static int wake_main(int rank, int n, void *arg)
     int rc = setup(j, rank, n, &tx);
     if (rc)
         return rc;
-    uint8_t b = 0;
+    uint8_t b = 0, got = 0;
     if (rank == 1) {
         struct loom_tx_req r = {.peer = 0, .buf = &b, .len = 1};
         if (tx->ops->irecv(tx, &r) || wait_all(tx, &r, 1) || b != 42)
             return 21;
+        b = 43; /* answers rank 0's receive that the wake interrupted */
+        struct loom_tx_req s = {.peer = 0, .buf = &b, .len = 1};
+        if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
+            return 22;
         loom_tx_close(tx);
         return 0;
     }
-    struct loom_tx_req r = {.peer = 1, .buf = &b, .len = 1};
+    struct loom_tx_req r = {.peer = 1, .buf = &got, .len = 1};
     if (tx->ops->irecv(tx, &r))
         return 21;
     pthread_t th;
@@ -438,8 +489,11 @@ static int wake_main(int rank, int n, void *arg)
     loom_result_t res = tx->ops->progress(tx, -1);
     double dt = mp_now() - t0;
     pthread_join(th, NULL);
+    snprintf(rank_err(j, rank), ERRSLOT, "progress: %s after %.3f s, done %d",
+             loom_result_string(res), dt, r.done);
     if (res != LOOM_SUCCESS || r.done || dt < 0.15 || dt > 1.5)
         return 30;
+    rank_err(j, rank)[0] = '\0';
     uint64_t v = 0;
     if (read(j->wake_fd, &v, sizeof v) != sizeof v || v != 1)
         return 31; /* the transport must not consume it */
@@ -447,6 +501,8 @@ static int wake_main(int rank, int n, void *arg)
     struct loom_tx_req s = {.peer = 1, .buf = &b, .len = 1};
     if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
         return 32;
+    if (wait_all(tx, &r, 1) || got != 43)
+        return 33;
     loom_tx_close(tx);
     return 0;
 }
@@ -586,6 +642,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tf, test_killed_peer);
     tcase_add_loop_test(tf, test_frame_mismatch, 0, 2);
     tcase_add_test(tf, test_wake_fd);
+    tcase_add_test(tf, test_shutdown);
     tcase_add_test(tf, test_strangers_during_connect);
     tcase_add_test(tf, test_connect_timeout_names_peer);
     tcase_add_test(tf, test_registry_and_arguments);
