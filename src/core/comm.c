@@ -101,6 +101,7 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
     comm->rank = rank;
     comm->nranks = nranks;
     comm->wake_fd = -1;
+    comm->blame = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
@@ -189,6 +190,7 @@ static loom_result_t comm_topology(struct loom_comm *comm)
         free(all);
         return res;
     }
+    comm->next_seq = 0; /* the caller's first call is #1 */
     comm->local_size = 0;
     for (int r = 0; r < comm->nranks; r++)
         if (all[r] == mine)
@@ -234,6 +236,7 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
             .wake_fd = comm->wake_fd,
             .describe = loom_comm_describe,
             .describe_ctx = comm,
+            .timeout = cfg->timeout,
         };
         /* The comm id comes from the rendezvous, after the listener exists;
          * the transport reads it from tx->params at connect time. */
@@ -671,6 +674,7 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
             .wake_fd = comm->wake_fd,
             .describe = loom_comm_describe,
             .describe_ctx = comm,
+            .timeout = cfg->timeout,
         };
         size_t ep_len = 0;
         lres = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);

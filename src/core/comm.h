@@ -81,6 +81,7 @@ struct loom_comm {
     uint64_t next_seq;
 
     volatile int aborted;
+    int blame;                    /* the peer a failure is blamed on, -1 none */
     loom_result_t error;          /* sticky: first error, returned after    */
     char errmsg[1024];
 

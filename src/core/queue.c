@@ -36,7 +36,10 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         res = loom_coll_run(comm, op);
     }
     if (res < 0 && comm->tx) {
-        /* close the links so that peers waiting on us learn it at once */
+        /* close the links so that peers waiting on us learn it at once,
+         * and tell them which call failed and whom we blame */
+        comm->tx->notice_seq = op->seq;
+        comm->tx->notice_culprit = comm->blame;
         comm->tx->ops->shutdown(comm->tx, res);
     }
     if (op->stream)

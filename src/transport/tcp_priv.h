@@ -56,6 +56,7 @@ struct tcp_peer {
     struct tcp_sock *socks;   /* nsocks entries                          */
     uint64_t send_seq, recv_seq;
     loom_result_t failed;     /* 0 while the link is up                  */
+    int bye;                  /* it said goodbye: left in order          */
     char *failmsg;            /* the sentence it failed with             */
 };
 
@@ -72,6 +73,7 @@ struct tcp_priv {
     struct tcp_op *free_ops;
     int connected;
     loom_result_t pending_err; /* a link failed since progress returned */
+    int blame;                /* rank + 1 this rank blames for a failure  */
 };
 
 /* "rank 3 (server ..., addr)" from params.describe, else "rank 3 (addr)". */

@@ -350,7 +350,7 @@ END_TEST
 
 /* Rank 0 sends (100 bytes, tag 5) then (50 bytes, tag 6); rank 1 posts
  * (50 bytes, tag 5) for the first: a protocol error naming rank 0. With
- * mode 1, lengths agree and the tags do not. */
+ * mode 1, lengths agree and the tags do not: a mismatch of calls. */
 static int mismatch_main(int rank, int n, void *arg)
 {
     struct job *j = arg;
@@ -377,11 +377,15 @@ static int mismatch_main(int rank, int n, void *arg)
         return 21;
     loom_result_t res = wait_all(tx, &r, 1);
     snprintf(rank_err(j, rank), ERRSLOT, "%s", tx->errmsg);
-    if (res != LOOM_ERROR_PROTOCOL || r.status != LOOM_ERROR_PROTOCOL)
+    /* a different tag is another collective call: a mismatch, with what
+     * the peer's frame said kept for the caller to name */
+    loom_result_t want_res = mode ? LOOM_ERROR_MISMATCH : LOOM_ERROR_PROTOCOL;
+    if (res != want_res || r.status != want_res)
         return 30;
-    const char *want = mode ? "sent 50 bytes with tag 5 (message 0, stripe 0) "
-                              "where the posted receive expects 50 bytes with "
-                              "tag 6"
+    if (mode && (!tx->mismatch.valid || tx->mismatch.peer != 0 || tx->mismatch.tag != 5))
+        return 32;
+    const char *want = mode ? "is in another collective call (call 5, 0x00000000, "
+                              "count 0; this rank is in call 6, 0x00000000, count 0)"
                             : "sent 100 bytes with tag 5 (message 0, stripe 0) "
                               "where the posted receive expects 50 bytes with "
                               "tag 5";
