@@ -460,7 +460,7 @@ static void perf_header(struct perf_state *st)
                     (int)all[r].pid, all[r].host, all[r].addr);
     }
     fprintf(f, "#\n");
-    fprintf(f, "# %*s%s\n", 53, "", "      out-of-place                        in-place");
+    fprintf(f, "# %52s%-33s%s\n", "", "          out-of-place", "            in-place");
     fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %8s %7s %7s  %6s  %8s %7s %7s  %6s\n",
             "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
             "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -535,7 +535,7 @@ static void perf_fmt_time(char *buf, size_t len, double us)
 {
     if (us < 10000.0)
         snprintf(buf, len, "%8.2f", us);
-    else if (us < 1e6)
+    else if (us < 1e5)
         snprintf(buf, len, "%8.1f", us);
     else
         snprintf(buf, len, "%8.0f", us);
