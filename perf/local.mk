@@ -44,3 +44,4 @@ perf/loom-perf-plot: $(srcdir)/perf/plot
 
 TESTS += tests/integration/test_perf.sh
 EXTRA_DIST += tests/integration/test_perf.sh
+EXTRA_DIST += docs/perf.md
