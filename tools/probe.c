@@ -25,8 +25,10 @@
  * Every field read is checked (magic, kind, rank range, round) before use. */
 #include "build_config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +128,14 @@ int loom_probe_peer(int n, int round, int rank)
 
 /* -------------------------------------------------------------- sockets */
 
+/* strerror, first letter lower case ("connection refused"), to read well
+ * after a colon. */
+static void errno_text(int e, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s", strerror(e));
+    out[0] = (char)tolower((unsigned char)out[0]);
+}
+
 /* Connect to ss within timeout seconds. Returns the non-blocking fd, or -1
  * with the reason in err. */
 static int probe_connect(const struct sockaddr_storage *ss, socklen_t sl,
@@ -141,7 +151,7 @@ static int probe_connect(const struct sockaddr_storage *ss, socklen_t sl,
         rc = connect(fd, (const struct sockaddr *)ss, sl);
     while (rc < 0 && errno == EINTR);
     if (rc < 0 && errno != EINPROGRESS) {
-        snprintf(err, errlen, "%s", strerror(errno));
+        errno_text(errno, err, errlen);
         goto fail;
     }
     if (rc < 0) {
@@ -156,7 +166,7 @@ static int probe_connect(const struct sockaddr_storage *ss, socklen_t sl,
         if (w < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0)
             e = errno;
         if (e) {
-            snprintf(err, errlen, "%s", strerror(e));
+            errno_text(e, err, errlen);
             goto fail;
         }
     }
@@ -219,8 +229,11 @@ static void io_error(struct probe *p, loom_result_t res, int eof,
         snprintf(err, errlen, "%s: no progress for %g s", what, p->o.timeout);
     else if (eof)
         snprintf(err, errlen, "%s: the peer closed the connection", what);
-    else
-        snprintf(err, errlen, "%s: %s", what, strerror(errno));
+    else {
+        char e[96];
+        errno_text(errno, e, sizeof e);
+        snprintf(err, errlen, "%s: %s", what, e);
+    }
 }
 
 /* ---------------------------------------------------------- measurement */
@@ -319,7 +332,7 @@ static void probe_pair(struct probe *p, int round, int peer)
                           loom_now() + p->o.timeout + 1.0, NULL);
         if (fd < 0) {
             snprintf(l->err, sizeof l->err, "%s",
-                     p->lfd < 0 ? "not listening (LOOM_PROBE_TEST_REFUSE)"
+                     p->lfd < 0 ? "not listening (LOOM_TEST_PROBE_REFUSE)"
                                 : "no connection arrived from the peer");
             return;
         }
@@ -468,6 +481,8 @@ static int rank_run(struct probe *p, char *err, size_t errlen)
         return -1;
     }
     uint8_t h[PROBE_HELLO_LEN], g[PROBE_GO_LEN], d[PROBE_DONE_LEN];
+    /* Before the hello: rank 0 starts round 0 once every hello is in. */
+    probe_test_refuse(p);
     put_hello(h, PROBE_KIND_CONTROL, p->rank, 0, p->comm_id);
     if (loom_boot_write_all(p->ctl[0], h, sizeof h, loom_now() + p->o.timeout,
                             -1) != LOOM_SUCCESS) {
@@ -475,7 +490,6 @@ static int rank_run(struct probe *p, char *err, size_t errlen)
                  p->ep_str[0], strerror(errno));
         return -1;
     }
-    probe_test_refuse(p);
     for (;;) {
         int eof = 0;
         loom_result_t res = loom_boot_read_all(p->ctl[0], g, sizeof g,
@@ -629,6 +643,12 @@ static int report_text(const struct probe *p)
     return bad ? EXIT_UNREACHABLE : 0;
 }
 
+/* Three decimals are all a measurement here is worth. */
+static double round3(double x)
+{
+    return round(x * 1000.0) / 1000.0;
+}
+
 static cJSON *json_matrix(const struct probe *p, int bw)
 {
     cJSON *m = cJSON_CreateArray();
@@ -639,8 +659,8 @@ static cJSON *json_matrix(const struct probe *p, int bw)
         for (int j = 0; j < p->n; j++) {
             const struct probe_link *l = &p->links[(size_t)r * p->n + j];
             cJSON_AddItemToArray(row, r != j && pair_ok(p, r, j)
-                                          ? cJSON_CreateNumber(bw ? l->bw_gbps
-                                                                  : l->lat_us)
+                                          ? cJSON_CreateNumber(round3(
+                                                bw ? l->bw_gbps : l->lat_us))
                                           : cJSON_CreateNull());
         }
     }
@@ -685,8 +705,8 @@ static int report_json(const struct probe *p)
                 cJSON_AddItemToArray(un, o);
                 bad++;
             } else if (link_bw(p, a, b) < med / 2) {
-                cJSON_AddNumberToObject(o, "gbps", link_bw(p, a, b));
-                cJSON_AddNumberToObject(o, "median_gbps", med);
+                cJSON_AddNumberToObject(o, "gbps", round3(link_bw(p, a, b)));
+                cJSON_AddNumberToObject(o, "median_gbps", round3(med));
                 cJSON_AddItemToArray(slow, o);
             } else {
                 cJSON_Delete(o);
@@ -724,26 +744,13 @@ static int probe_usage_error(const char *what, const char *arg)
     return EXIT_USAGE;
 }
 
-/* "4M", "65536", "1G": bytes, or 0 when malformed. */
+/* "4M", "65536", "1G": bytes in 1..PROBE_MAX_SIZE, or 0. */
 static uint64_t parse_size(const char *s)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || s[0] == '-')
+    size_t v = 0;
+    if (loom_parse_size(s, &v) < 0 || v < 1 || v > PROBE_MAX_SIZE)
         return 0;
-    int shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*end || v > (PROBE_MAX_SIZE >> shift))
-        return 0;
-    return (uint64_t)v << shift;
+    return v;
 }
 
 /* A decimal in lo..hi, else -1. */
@@ -933,8 +940,9 @@ static int probe_bootstrap(struct probe *p, const uint8_t *my_ep, char *err,
         memcpy(all, my_ep, PROBE_EP_LEN);
     else if (loom_bootstrap_exchange(&bp, my_ep, PROBE_EP_LEN, all, PROBE_EP_LEN,
                                      &p->comm_id, e, sizeof e) != LOOM_SUCCESS) {
-        snprintf(err, errlen, "bootstrap at rank 0 (%s:%d) failed: %s",
-                 r0.address, r0.port, e);
+        /* e names rank 0's endpoint, or the rank whose table differs. */
+        snprintf(err, errlen, "%s%s", strncmp(e, "bootstrap", 9) ? "bootstrap: "
+                                                                 : "", e);
         rc = -1;
     }
     for (int r = 0; rc == 0 && r < p->n; r++) {
@@ -983,11 +991,12 @@ static void probe_free(struct probe *p)
     loom_ranktable_free(p->table);
 }
 
-/* For tests: LOOM_PROBE_TEST_REFUSE=R makes rank R close its listener once
- * the control connections are up, so every pair with R is refused. */
+/* For tests: LOOM_TEST_PROBE_REFUSE=R makes rank R close its listener once
+ * the bootstrap is done (rank 0: once the control connections are in), so
+ * every pair with R is refused. */
 static void probe_test_refuse(struct probe *p)
 {
-    const char *s = getenv("LOOM_PROBE_TEST_REFUSE");
+    const char *s = getenv("LOOM_TEST_PROBE_REFUSE");
     if (s && parse_count(s, 0, PROBE_MAX_RANKS - 1) == p->rank && p->lfd >= 0) {
         close(p->lfd);
         p->lfd = -1;
