@@ -53,7 +53,6 @@ struct probe_opts {
 
 /* What one rank measured towards one peer. */
 struct probe_link {
-    int tested;
     int ok;
     double lat_us;         /* half round trip, median                     */
     double bw_gbps;        /* this rank -> peer                           */

@@ -33,7 +33,7 @@ static void errno_text(int e, char *out, size_t outlen)
 /* Connect to ss within timeout seconds. Returns the non-blocking fd, or -1
  * with the reason in err. */
 int probe_connect(const struct sockaddr_storage *ss, socklen_t sl,
-                         double timeout, char *err, size_t errlen)
+                  double timeout, char *err, size_t errlen)
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -85,7 +85,7 @@ void probe_put_hello(uint8_t *h, int kind, int rank, int round, uint64_t id)
  * stranger) is closed. from < 0: any rank, returned in *who. Returns the fd,
  * or -1 at the deadline. */
 int probe_accept(struct probe *p, int kind, int from, int round,
-                        double deadline, int *who)
+                 double deadline, int *who)
 {
     while (p->lfd >= 0) {
         int w = loom_boot_wait(p->lfd, POLLIN, deadline, -1);
@@ -115,7 +115,7 @@ int probe_accept(struct probe *p, int kind, int from, int round,
     return -1;
 }
 
-/* "what: timed out after 5 s" and the like, for a failed transfer. */
+/* "what: no progress for 5 s" and the like, for a failed transfer. */
 static void io_error(struct probe *p, loom_result_t res, int eof,
                      const char *what, char *err, size_t errlen)
 {
@@ -201,7 +201,6 @@ void probe_pair(struct probe *p, int round, int peer)
 {
     struct probe_link *l = &p->mine;
     memset(l, 0, sizeof *l);
-    l->tested = 1;
     int fd;
     if (p->rank < peer) {
         char e[PROBE_ERR_MAX - 32];
@@ -213,10 +212,10 @@ void probe_pair(struct probe *p, int round, int peer)
         }
         uint8_t h[PROBE_HELLO_LEN];
         probe_put_hello(h, PROBE_KIND_PAIR, p->rank, round, p->comm_id);
-        int eof_ = 0;
-        loom_result_t r = loom_boot_write_all(fd, h, sizeof h, DL, -1);
+        loom_result_t r = loom_boot_write_all(fd, h, sizeof h,
+                                              loom_now() + p->o.timeout, -1);
         if (r != LOOM_SUCCESS) {
-            io_error(p, r, eof_, "hello", l->err, sizeof l->err);
+            io_error(p, r, 0, "hello", l->err, sizeof l->err);
             close(fd);
             return;
         }

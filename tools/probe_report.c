@@ -13,8 +13,6 @@
 #include "probe.h"
 #include "probe_internal.h"
 
-/* --------------------------------------------------------------- report */
-
 static int pair_ok(const struct probe *p, int a, int b)
 {
     return p->links[(size_t)a * p->n + b].ok && p->links[(size_t)b * p->n + a].ok;
@@ -29,7 +27,7 @@ static const char *pair_error(const struct probe *p, int a, int b)
         return ab->err;
     if (!ba->ok && ba->err[0])
         return ba->err;
-    return "not tested";
+    return "failed";
 }
 
 /* A link's bandwidth is its slower direction. */

@@ -20,8 +20,6 @@
 #include "probe.h"
 #include "probe_internal.h"
 
-/* -------------------------------------------------------------- control */
-
 static void put_go(uint8_t *g, int type, int round, const struct probe_opts *o,
                    int status)
 {
@@ -77,7 +75,6 @@ static int root_read_done(struct probe *p, int r, int round, char *err,
         return -1;
     }
     struct probe_link *l = &p->links[(size_t)r * p->n + peer];
-    l->tested = 1;
     l->ok = loom_get_le32(d + 12) != 0;
     l->lat_us = (double)loom_get_le64(d + 16) / 1e3;
     l->bw_gbps = (double)loom_get_le64(d + 24) / 1e9;
@@ -160,17 +157,18 @@ int probe_rank_run(struct probe *p, char *err, size_t errlen)
     /* Before the hello: rank 0 starts round 0 once every hello is in. */
     probe_test_refuse(p);
     probe_put_hello(h, PROBE_KIND_CONTROL, p->rank, 0, p->comm_id);
-    if (loom_boot_write_all(p->ctl[0], h, sizeof h, loom_now() + p->o.timeout,
-                            -1) != LOOM_SUCCESS) {
+    loom_result_t res = loom_boot_write_all(p->ctl[0], h, sizeof h,
+                                            loom_now() + p->o.timeout, -1);
+    if (res != LOOM_SUCCESS) {
         snprintf(err, errlen, "control connection to rank 0 (%s): %s",
-                 p->ep_str[0], strerror(errno));
+                 p->ep_str[0], res == LOOM_ERROR_TIMEOUT ? "timed out"
+                                                         : strerror(errno));
         return -1;
     }
     for (;;) {
         int eof = 0;
-        loom_result_t res = loom_boot_read_all(p->ctl[0], g, sizeof g,
-                                               loom_now() + probe_stall(p), -1,
-                                               &eof);
+        res = loom_boot_read_all(p->ctl[0], g, sizeof g,
+                                 loom_now() + probe_stall(p), -1, &eof);
         if (res != LOOM_SUCCESS) {
             snprintf(err, errlen, "lost rank 0 (%s): %s", p->ep_str[0],
                      res == LOOM_ERROR_TIMEOUT ? "timed out"
@@ -206,10 +204,11 @@ int probe_rank_run(struct probe *p, char *err, size_t errlen)
             continue;
         probe_pair(p, (int)round, peer);
         put_done(d, (int)round, peer, &p->mine);
-        if (loom_boot_write_all(p->ctl[0], d, sizeof d, loom_now() + p->o.timeout,
-                                -1) != LOOM_SUCCESS) {
+        res = loom_boot_write_all(p->ctl[0], d, sizeof d,
+                                  loom_now() + p->o.timeout, -1);
+        if (res != LOOM_SUCCESS) {
             snprintf(err, errlen, "lost rank 0 (%s): %s", p->ep_str[0],
-                     strerror(errno));
+                     res == LOOM_ERROR_TIMEOUT ? "timed out" : strerror(errno));
             return -1;
         }
     }
