@@ -326,7 +326,7 @@ static void probe_free(struct probe *p)
 
 /* For tests: LOOM_TEST_PROBE_REFUSE=R makes rank R close its listener once
  * the bootstrap is done (rank 0: once the control connections are in), so
- * every pair with R is refused. */
+ * every pair in which R accepts (R is the higher rank) is refused. */
 void probe_test_refuse(struct probe *p)
 {
     const char *s = getenv("LOOM_TEST_PROBE_REFUSE");
@@ -339,6 +339,8 @@ void probe_test_refuse(struct probe *p)
 int loom_probe_main(int argc, char **argv)
 {
     struct probe p = {.lfd = -1};
+    char err[1200] = "";
+    uint8_t my_ep[PROBE_EP_LEN];
     int status = probe_parse(argc, argv, &p.o);
     if (status)
         return status < 0 ? 0 : status;
@@ -347,8 +349,6 @@ int loom_probe_main(int argc, char **argv)
     if (status)
         goto out;
     status = EXIT_UNREACHABLE;
-    char err[1200] = "";
-    uint8_t my_ep[PROBE_EP_LEN];
     if (probe_alloc(&p) < 0) {
         snprintf(err, sizeof err, "out of memory for %d ranks", p.n);
         goto fail;

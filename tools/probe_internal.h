@@ -75,7 +75,6 @@ struct probe {
     uint8_t *buf;                         /* bandwidth payload (size)    */
 };
 
-
 /* probe_pair.c */
 int probe_cmp_double(const void *a, const void *b);
 /* Connect to ss within timeout seconds: the non-blocking fd, or -1 with the
