@@ -85,6 +85,8 @@ static void comm_free(struct loom_comm *comm)
         free(comm->rank_desc);
     }
     free(comm->ring);
+    free(comm->host_of);
+    free(comm->local_ranks);
     free(comm->scratch);
     free(comm->reqs);
     pthread_mutex_destroy(&comm->lock);
@@ -191,10 +193,28 @@ static loom_result_t comm_topology(struct loom_comm *comm)
         return res;
     }
     comm->next_seq = 0; /* the caller's first call is #1 */
+    comm->host_of = calloc((size_t)comm->nranks, sizeof *comm->host_of);
+    comm->local_ranks = calloc((size_t)comm->nranks, sizeof *comm->local_ranks);
+    if (!comm->host_of || !comm->local_ranks) {
+        free(all);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    /* hosts numbered in order of their lowest rank */
+    comm->nhosts = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        int h = -1;
+        for (int q = 0; q < r && h < 0; q++)
+            if (all[q] == all[r])
+                h = comm->host_of[q];
+        comm->host_of[r] = h >= 0 ? h : comm->nhosts++;
+    }
     comm->local_size = 0;
     for (int r = 0; r < comm->nranks; r++)
-        if (all[r] == mine)
-            comm->local_size++;
+        if (all[r] == mine) {
+            if (r == comm->rank)
+                comm->local_index = comm->local_size;
+            comm->local_ranks[comm->local_size++] = r;
+        }
     free(all);
     cpu_set_t set;
     int ncpu = 0;

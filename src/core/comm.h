@@ -61,6 +61,10 @@ struct loom_comm {
      * they outnumber its CPUs (then waiting ranks yield at once) */
     int local_size;
     int oversubscribed;
+    int nhosts;                   /* distinct hosts in the communicator      */
+    int *host_of;                 /* host index (0..nhosts-1) of each rank   */
+    int *local_ranks;             /* ranks on this host, ascending           */
+    int local_index;              /* this rank's place in local_ranks        */
 
     /* tuning, from the configuration at creation */
     size_t chunk_size;
