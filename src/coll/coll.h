@@ -58,6 +58,7 @@ struct loom_waiter {
     const struct loom_op *op;
     uint64_t idle_since_ns;
     unsigned spins;
+    int stall_warned;
 };
 
 void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,

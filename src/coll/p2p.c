@@ -21,6 +21,7 @@ void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
     w->op = op;
     w->idle_since_ns = 0;
     w->spins = 0;
+    w->stall_warned = 0;
 }
 
 void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
@@ -175,6 +176,22 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
                                 "%s: no progress for %.0f s (LOOM_TIMEOUT)", what,
                                 comm->timeout);
         return LOOM_ERROR_TIMEOUT;
+    }
+    if (comm->stall_warn > 0 && !w->stall_warned &&
+        (double)idle * 1e-9 > comm->stall_warn) {
+        char what[160];
+        describe_op(w->op, what, sizeof what);
+        w->stall_warned = 1;
+        if (blocker)
+            LOOM_WARN(LOOM_SUB_COLL,
+                      "%s: no progress for %.0f s (LOOM_STALL_WARN): waiting %s %s "
+                      "(%zu bytes, message of this call)",
+                      what, (double)idle * 1e-9,
+                      blocker->is_send ? "to send to" : "to receive from",
+                      loom_comm_describe(comm, blocker->peer), blocker->len);
+        else
+            LOOM_WARN(LOOM_SUB_COLL, "%s: no progress for %.0f s (LOOM_STALL_WARN)",
+                      what, (double)idle * 1e-9);
     }
     if (idle < (uint64_t)comm->spin_us * 1000ull)
         return LOOM_SUCCESS;

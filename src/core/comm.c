@@ -140,6 +140,7 @@ static loom_result_t comm_setup(struct loom_comm *comm)
     comm->chunk_size = cfg->chunk_size ? cfg->chunk_size : 1 << 20;
     comm->spin_us = cfg->spin_us < 0 ? 50 : cfg->spin_us;
     comm->timeout = cfg->timeout;
+    comm->stall_warn = cfg->stall_warn;
     char err[256];
     enum loom_algo forced[LOOM_OP_KIND_COUNT];
     if (loom_algo_parse(cfg->algo, forced, err, sizeof err) != 0) {
@@ -307,6 +308,7 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
     res = loom_comm_start(comm);
     if (res < 0)
         return res;
+    loom_trace_register(comm);
     LOOM_INFO(LOOM_SUB_INIT, "communicator ready: rank %d of %d, %s, comm id %016llx",
               comm->rank, comm->nranks, comm->local_addr,
               (unsigned long long)comm->comm_id);
@@ -563,6 +565,7 @@ LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
     pthread_mutex_lock(&comm->lock);
     pthread_cond_broadcast(&comm->work_cv);
     pthread_mutex_unlock(&comm->lock);
+    loom_trace_dump(comm, "abort");
     return LOOM_SUCCESS;
 }
 
@@ -570,6 +573,7 @@ LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm)
 {
     if (!comm)
         return LOOM_ERROR_INVALID_ARGUMENT;
+    loom_trace_unregister(comm);
     if (comm->thread_started) {
         pthread_mutex_lock(&comm->lock);
         __atomic_store_n(&comm->stop, 1, __ATOMIC_RELEASE);
@@ -725,6 +729,7 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
         res = loom_comm_start(comm);
         if (res < 0)
             goto out;
+        loom_trace_register(comm);
         *newcomm = comm;
         comm = NULL;
     }

@@ -7,6 +7,7 @@
 
 #include "loom.h"
 #include "transport/transport.h"
+#include "trace.h"
 
 enum loom_op_kind {
     LOOM_OP_ALLREDUCE = 0,
@@ -96,6 +97,10 @@ struct loom_comm {
     size_t nreqs;
 
     int split_count;              /* for unique ids of children              */
+
+    /* the flight recorder: the last LOOM_TRACE_LEN calls (under lock) */
+    struct loom_trace_rec trace[LOOM_TRACE_LEN];
+    double stall_warn;
 };
 
 /* Record an error on comm (first one is sticky) and log it at WARN. */

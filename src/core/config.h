@@ -20,6 +20,8 @@ struct loom_config {
     int port_offset;              /* LOOM_PORT_OFFSET (0)                      */
     double bootstrap_timeout;     /* LOOM_BOOTSTRAP_TIMEOUT seconds (120)      */
     double timeout;               /* LOOM_TIMEOUT seconds (300, 0 = never)     */
+    double stall_warn;            /* LOOM_STALL_WARN seconds (60, 0 = never)   */
+    char trace_dir[256];          /* LOOM_TRACE_DIR: flight-recorder dumps     */
     int nsocks;                   /* LOOM_NSOCKS sockets per peer (2, 1..16)   */
     char socket_ifname[256];      /* LOOM_SOCKET_IFNAME: prefix, ^not, =exact  */
     size_t chunk_size;            /* LOOM_CHUNK_SIZE bytes (K/M/G ok)          */

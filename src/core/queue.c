@@ -33,8 +33,12 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
     } else if (comm->aborted) {
         res = LOOM_ERROR_ABORTED;
     } else {
+        loom_trace_start(comm, op);
         res = loom_coll_run(comm, op);
     }
+    loom_trace_end(comm, op, res);
+    if (res == LOOM_ERROR_TIMEOUT)
+        loom_trace_dump(comm, "timeout");
     if (res < 0 && comm->tx) {
         /* close the links so that peers waiting on us learn it at once,
          * and tell them which call failed and whom we blame */
@@ -131,6 +135,7 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     }
     op->seq = ++comm->next_seq;
     op->done = 0;
+    loom_trace_enqueue(comm, op);
     if (!op->stream) {
         if (!comm->busy && !comm->head) {
             comm->busy = 1;
