@@ -11,5 +11,5 @@ table=$top/etc/ranktables/single-4.json
 echo
 if [ -x "$b/perf/all_reduce_perf" ]; then
     exec "$b/tools/loom-run" -n 4 --rank-table "$table" --timeout 600 -- \
-        "$b/perf/all_reduce_perf" -b 8 -e 64M -f 4
+        "$b/perf/all_reduce_perf" -b 8 -e 64M -f 2
 fi
