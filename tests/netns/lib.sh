@@ -57,6 +57,7 @@ netns_setup() {
     for ns in $NETNS_HOSTS; do
         h=${ns:4:1}
         netns_add "$ns"
+        err=$(ip netns exec "$ns" true 2>&1) || netns_skip "ip netns exec: $err"
         err=$(ip -n "$NETNS_SW" link add "v$h" type veth peer name eth0 netns "$ns" 2>&1) ||
             netns_skip "veth: $err"
         ip -n "$NETNS_SW" link set "v$h" master br0
