@@ -40,13 +40,16 @@ bdir=${2:-$top/build-$mode}
 tests=${SANITIZE_TESTS:-"tests/unit/check_tcp tests/unit/check_bootstrap tests/unit/check_coll
     tests/integration/test_coll tests/integration/test_comm
     tests/integration/test_coll_two_server.sh tests/integration/test_soak tests/netns/run.sh"}
-# keep only the tests this build has (some need Check)
+# build the test programs, then keep only the tests this build has (some
+# need Check)
+make -C "$bdir" -j"$(nproc)" check TESTS= >>"$bdir/make.out" 2>&1 || {
+    tail -50 "$bdir/make.out"; exit 1; }
 list=""
 for t in $tests; do
     if [ -e "$bdir/$t" ] || [ -e "$top/$t" ]; then list="$list $t"; fi
 done
 export LOOM_TEST_BIG=${LOOM_TEST_BIG:-20011}
-export LOOM_SOAK_OPS=${LOOM_SOAK_OPS:-$([ "$mode" = tsan ] && echo 2000 || echo 5000)}
+export LOOM_TEST_SOAK_OPS=${LOOM_TEST_SOAK_OPS:-$([ "$mode" = tsan ] && echo 2000 || echo 5000)}
 export LOOM_TIMEOUT=${LOOM_TIMEOUT:-120}
 # TSan maps its shadow at fixed addresses; with high-entropy ASLR
 # (vm.mmap_rnd_bits > 28, as on recent kernels) it aborts at start unless

@@ -20,8 +20,8 @@
  * call (about 1,900 of them): any per-call leak of a header, a request or a
  * page of staging breaks it, while allocator noise stays well below it.
  *
- * usage: test_soak [OPS]   (default 20000; env LOOM_SOAK_OPS too)
- *        env LOOM_SOAK_SEED (default 20260101) */
+ * usage: test_soak [OPS]   (default 20000; env LOOM_TEST_SOAK_OPS too)
+ *        env LOOM_TEST_SOAK_SEED (default 20260101) */
 #include "build_config.h"
 
 #include <dirent.h>
@@ -329,12 +329,12 @@ static int soak_rank_main(int rank, int n, void *arg)
 int main(int argc, char **argv)
 {
     struct soak_cfg cfg = {.ops = 20000, .seed = 20260101};
-    const char *e = getenv("LOOM_SOAK_OPS");
+    const char *e = getenv("LOOM_TEST_SOAK_OPS");
     if (argc > 1)
         e = argv[1];
     if (e)
         cfg.ops = strtoull(e, NULL, 10);
-    if ((e = getenv("LOOM_SOAK_SEED")) != NULL)
+    if ((e = getenv("LOOM_TEST_SOAK_SEED")) != NULL)
         cfg.seed = strtoull(e, NULL, 10);
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "30", 0);
     setenv("LOOM_TIMEOUT", "60", 0);
