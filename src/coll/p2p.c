@@ -82,9 +82,9 @@ loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
     char what[160];
     describe_op(w->op, what, sizeof what);
     loom_result_t res = req->status < 0 ? req->status : LOOM_ERROR_INTERNAL;
-    if (w->comm->tx->mismatch.valid && !w->comm->aborted)
+    if (w->comm->tx->mismatch.valid && !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
         return mismatch_failed(w);
-    if (w->comm->aborted)
+    if (__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
         res = LOOM_ERROR_ABORTED;
     if (res == LOOM_ERROR_ABORTED)
         loom_comm_set_error(w->comm, res, "%s: aborted", what);
@@ -119,7 +119,7 @@ static loom_result_t link_failed(struct loom_waiter *w, loom_result_t res)
 {
     char what[160];
     describe_op(w->op, what, sizeof what);
-    if (w->comm->aborted || res == LOOM_ERROR_ABORTED) {
+    if (__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE) || res == LOOM_ERROR_ABORTED) {
         loom_comm_set_error(w->comm, LOOM_ERROR_ABORTED, "%s: aborted", what);
         return LOOM_ERROR_ABORTED;
     }
@@ -144,7 +144,7 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
                             const struct loom_tx_req *blocker)
 {
     struct loom_comm *comm = w->comm;
-    if (comm->aborted)
+    if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
         return link_failed(w, LOOM_ERROR_ABORTED);
     uint64_t now = 0;
     if (w->idle_since_ns == 0) {
@@ -203,7 +203,7 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
     loom_result_t res = tx->ops->progress(tx, LOOM_SLEEP_US);
     if (res < 0)
         return link_failed(w, res);
-    if (comm->aborted)
+    if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
         return link_failed(w, LOOM_ERROR_ABORTED);
     return LOOM_SUCCESS;
 }

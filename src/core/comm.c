@@ -37,6 +37,14 @@ void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
         LOOM_WARN(LOOM_SUB_INIT, "%s", msg);
 }
 
+loom_result_t loom_comm_error(struct loom_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    loom_result_t res = comm->error;
+    pthread_mutex_unlock(&comm->lock);
+    return res;
+}
+
 const char *loom_comm_describe(void *arg, int rank)
 {
     struct loom_comm *comm = arg;
@@ -603,9 +611,15 @@ LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size)
 
 LOOM_API const char *loom_get_error_string(loom_comm_t comm)
 {
+    /* a copy per thread: the communicator's message may be written by its
+     * progress thread meanwhile */
+    static __thread char copy[sizeof comm->errmsg];
     if (!comm)
         return loom_thread_error();
-    return comm->errmsg;
+    pthread_mutex_lock(&comm->lock);
+    memcpy(copy, comm->errmsg, sizeof copy);
+    pthread_mutex_unlock(&comm->lock);
+    return copy;
 }
 
 /* ---- split ------------------------------------------------------------- */

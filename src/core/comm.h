@@ -85,7 +85,7 @@ struct loom_comm {
     int thread_started;
     uint64_t next_seq;
 
-    volatile int aborted;
+    int aborted;                  /* set by abort (atomic access)           */
     int blame;                    /* the peer a failure is blamed on, -1 none */
     loom_result_t error;          /* sticky: first error, returned after    */
     char errmsg[1024];
@@ -107,6 +107,9 @@ struct loom_comm {
 void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The sticky error (LOOM_SUCCESS when none), read under the lock. */
+loom_result_t loom_comm_error(struct loom_comm *comm);
 
 /* "rank 3 (server 127.0.0.1, 127.0.0.1:29603)" */
 const char *loom_comm_describe(void *comm, int rank);

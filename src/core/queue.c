@@ -28,9 +28,9 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         loom_comm_set_error(comm, res, "%s #%llu: the stream's hooks failed (%s)",
                             loom_op_kind_name(op->kind), (unsigned long long)op->seq,
                             loom_result_string(res));
-    } else if (comm->error < 0) {
-        res = comm->error;
-    } else if (comm->aborted) {
+    } else if ((res = loom_comm_error(comm)) < 0) {
+        /* sticky: an earlier call failed */
+    } else if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)) {
         res = LOOM_ERROR_ABORTED;
     } else {
         loom_trace_start(comm, op);
