@@ -19,6 +19,7 @@
 #include "config.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/net.h"
+#include "transport/tcp_check.h"
 #include "transport/tcp_frame.h"
 #include "transport/transport.h"
 #include "mp_util.h"
@@ -895,6 +896,43 @@ START_TEST(test_hello_check)
 }
 END_TEST
 
+/* The receive path's header check (tcp_check.h), each rule in turn. */
+START_TEST(test_frame_check)
+{
+    struct loom_tcp_expect e = {.comm_id = 7, .seq = 3, .stripe = 1, .len = 100,
+                                .tag = 9, .sock_index = 1};
+    struct loom_tcp_frame f = {.magic = LOOM_TCP_FRAME_MAGIC,
+                               .version = LOOM_TCP_VERSION, .stripe = 1, .tag = 9,
+                               .comm_id = 7, .seq = 3, .len = 100};
+    char why[300] = "";
+    ck_assert_int_eq(loom_tcp_frame_check(&f, &e, why, sizeof why), 0);
+    struct loom_tcp_frame b = f;
+    b.magic = 1;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent a frame with bad magic 0x00000001");
+    b = f;
+    b.version = 9;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent protocol version 9, expected 1");
+    b = f;
+    b.comm_id = 8;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent a frame of communicator 0x0000000000000008, "
+                          "expected 0x0000000000000007");
+    b = f;
+    b.stripe = 2;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent message 3 stripe 2 on socket 1 where message 3 "
+                          "stripe 1 was expected");
+    b = f;
+    b.len = (uint64_t)1 << 62;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent 4611686018427387904 bytes with tag 9 (message 3, "
+                          "stripe 1) where the posted receive expects 100 bytes "
+                          "with tag 9");
+}
+END_TEST
+
 static Suite *tcp_suite(void)
 {
     Suite *s = suite_create("tcp");
@@ -918,6 +956,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tf, test_key_strangers_dropped);
     tcase_add_loop_test(tf, test_key_refused, 0, 2);
     tcase_add_test(tf, test_hello_check);
+    tcase_add_test(tf, test_frame_check);
     suite_add_tcase(s, tf);
     return s;
 }
