@@ -27,6 +27,8 @@ struct loom_config {
     size_t chunk_size;            /* LOOM_CHUNK_SIZE bytes (K/M/G ok)          */
     char algo[256];               /* LOOM_ALGO: "ring" or "allreduce=ring,..." */
     char transport[32];           /* LOOM_TRANSPORT: tcp (default)             */
+    char job_key[256];            /* LOOM_JOB_KEY: shared secret ("" = none)  */
+    char job_key_file[256];       /* LOOM_JOB_KEY_FILE: file holding the key  */
     int spin_us;                  /* LOOM_SPIN_US: busy-poll before yielding (-1 auto) */
 };
 
