@@ -1,11 +1,5 @@
-# src/bootstrap: rendezvous through rank 0, local address selection; the job
-# key's HMAC helper (src/core/auth.c) used by the bootstrap and the tcp hello,
-# and the tcp frame-header check (tcp_check.c, pure, shared with the fuzzer).
+# src/bootstrap: rendezvous through rank 0, local address selection.
 libloom_core_la_SOURCES += \
-	src/core/auth.h \
-	src/core/auth.c \
-	src/transport/tcp_check.h \
-	src/transport/tcp_check.c \
 	src/bootstrap/bootstrap.h \
 	src/bootstrap/bootstrap.c \
 	src/bootstrap/boot_io.h \

@@ -8,6 +8,8 @@ libloom_core_la_SOURCES += \
 	src/core/comm.c \
 	src/core/queue.c \
 	src/core/api.c \
+	src/core/auth.h \
+	src/core/auth.c \
 	src/core/trace.h \
 	src/core/trace.c \
 	src/core/config.c \

@@ -43,6 +43,8 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         /* close the links so that peers waiting on us learn it at once,
          * and tell them which call failed and whom we blame */
         comm->tx->notice_seq = op->seq;
+        comm->tx->notice_desc = loom_op_desc(op);
+        comm->tx->notice_count = op->count;
         comm->tx->notice_culprit = comm->blame;
         comm->tx->ops->shutdown(comm->tx, res);
     }

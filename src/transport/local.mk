@@ -5,6 +5,8 @@ libloom_core_la_SOURCES += \
 	src/transport/net.h \
 	src/transport/net.c \
 	src/transport/tcp_frame.h \
+	src/transport/tcp_check.h \
+	src/transport/tcp_check.c \
 	src/transport/tcp_frame.c \
 	src/transport/tcp_priv.h \
 	src/transport/tcp_conn.c \

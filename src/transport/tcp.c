@@ -27,6 +27,7 @@
 #include "loom.h"
 #include "util.h"
 #include "log.h"
+#include "transport/tcp_check.h"
 #include "transport/tcp_priv.h"
 
 /* Frames gathered into one sendmsg/recvmsg. */
@@ -201,8 +202,18 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
         return 0;
     }
     if (f->tag == LOOM_TCP_CTL_ABORT) {
-        int culprit = (int)f->count - 1;
-        loom_result_t code = (loom_result_t)(int32_t)f->desc;
+        int culprit = (int)(uint32_t)f->len - 1;
+        loom_result_t code = (loom_result_t)(int32_t)(uint32_t)(f->len >> 32);
+        if (code == LOOM_ERROR_MISMATCH && culprit == tx->params.rank) {
+            /* it found this rank in another call: name its call */
+            tx->mismatch = (struct loom_tx_mismatch){
+                .valid = 1, .peer = r, .tag = (uint32_t)f->seq, .desc = f->desc,
+                .count = f->count};
+            fail_peer(tx, r, LOOM_ERROR_MISMATCH,
+                      "is in another collective call (it stopped in call #%llu)",
+                      (unsigned long long)f->seq);
+            return 0;
+        }
         unsigned long long q = (unsigned long long)f->seq;
         if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
             const char *who = culprit == tx->params.rank
@@ -234,13 +245,13 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
 /* Best effort, never blocks: a control frame on every socket of peer r whose
  * next byte would start a frame. */
 static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc,
-                         uint64_t seq, uint64_t count)
+                         uint64_t seq, uint64_t count, uint64_t word)
 {
     struct tcp_priv *tp = tx->priv;
     struct loom_tcp_frame f = {
         .magic = LOOM_TCP_FRAME_MAGIC, .version = LOOM_TCP_VERSION,
         .stripe = LOOM_TCP_CONTROL_STRIPE, .tag = type, .desc = desc,
-        .comm_id = tx->params.comm_id, .seq = seq, .len = 0, .count = count};
+        .comm_id = tx->params.comm_id, .seq = seq, .len = word, .count = count};
     uint8_t hdr[LOOM_TCP_FRAME_LEN];
     loom_tcp_frame_encode(&f, hdr);
     for (int s = 0; s < tp->nsocks; s++) {
@@ -252,8 +263,37 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
     }
 }
 
+/* A link to r ended (EOF, reset, broken pipe): before calling it a crash,
+ * look for a control frame r left on any of its sockets at a frame boundary
+ * (an abort notice may sit on another socket than the one that ended). */
+static int control_pending(struct loom_tx *tx, int r)
+{
+    struct tcp_priv *tp = tx->priv;
+    struct tcp_peer *peer = &tp->peers[r];
+    for (int s = 0; s < tp->nsocks && !peer->failed; s++) {
+        struct tcp_sock *sk = &peer->socks[s];
+        if (sk->fd < 0 || (sk->recvq.head && sk->recvq.head->done))
+            continue;
+        uint8_t hdr[LOOM_TCP_FRAME_LEN];
+        if (recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hdr)
+            continue;
+        struct loom_tcp_frame f;
+        loom_tcp_frame_decode(hdr, &f);
+        if (f.magic != LOOM_TCP_FRAME_MAGIC || f.stripe != LOOM_TCP_CONTROL_STRIPE ||
+            f.comm_id != tx->params.comm_id || f.tag != LOOM_TCP_CTL_ABORT)
+            continue;
+        if (recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) == (ssize_t)sizeof hdr) {
+            handle_control(tx, r, &f, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void fail_errno(struct loom_tx *tx, int r, int err)
 {
+    if (control_pending(tx, r))
+        return;
     if (err == ECONNRESET || err == EPIPE)
         fail_peer(tx, r, LOOM_ERROR_REMOTE, "reset the connection (%s)",
                   strerror(err));
@@ -325,59 +365,35 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
     return moved;
 }
 
-/* Check a frame header against the receive it lands in; 0 when it matches. */
+/* Check a frame header against the receive it lands in; 0 when it matches.
+ * The rules are loom_tcp_frame_check's (tcp_check.c, also fuzzed). */
 static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
                        const struct tcp_op *op)
 {
     struct loom_tcp_frame f;
     loom_tcp_frame_decode(op->hdr, &f);
-    const char *what;
-    char buf[300];
-    if (f.magic != LOOM_TCP_FRAME_MAGIC) {
-        snprintf(buf, sizeof buf, "sent a frame with bad magic 0x%08x",
-                 (unsigned)f.magic);
-    } else if (f.version != LOOM_TCP_VERSION) {
-        snprintf(buf, sizeof buf, "sent protocol version %u, expected %u",
-                 f.version, LOOM_TCP_VERSION);
-    } else if (f.comm_id != tx->params.comm_id) {
-        snprintf(buf, sizeof buf,
-                 "sent a frame of communicator 0x%016llx, expected 0x%016llx",
-                 (unsigned long long)f.comm_id,
-                 (unsigned long long)tx->params.comm_id);
-    } else if (f.stripe == LOOM_TCP_CONTROL_STRIPE) {
+    struct loom_tcp_expect e = {
+        .comm_id = tx->params.comm_id, .seq = op->seq, .stripe = op->stripe,
+        .len = op->len, .tag = op->req->tag, .desc = op->req->desc,
+        .count = op->req->count, .sock_index = sk->index};
+    char why[300];
+    switch (loom_tcp_frame_check(&f, &e, why, sizeof why)) {
+    case LOOM_TCP_FRAME_OK:
+        return 0;
+    case LOOM_TCP_FRAME_CONTROL:
         handle_control(tx, sk->peer, &f, 1);
         return -1;
-    } else if (f.tag != op->req->tag || f.desc != op->req->desc ||
-               f.count != op->req->count) {
+    case LOOM_TCP_FRAME_OTHER_CALL:
         /* a different collective call: the owner names both */
         tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = sk->peer,
                                                  .tag = f.tag, .desc = f.desc,
                                                  .count = f.count};
-        snprintf(buf, sizeof buf,
-                 "is in another collective call (call %u, 0x%08x, count %llu; "
-                 "this rank is in call %u, 0x%08x, count %llu)",
-                 f.tag, f.desc, (unsigned long long)f.count, op->req->tag,
-                 op->req->desc, (unsigned long long)op->req->count);
-        fail_peer(tx, sk->peer, LOOM_ERROR_MISMATCH, "%s", buf);
+        fail_peer(tx, sk->peer, LOOM_ERROR_MISMATCH, "%s", why);
         return -1;
-    } else if (f.seq != op->seq || f.stripe != op->stripe) {
-        snprintf(buf, sizeof buf,
-                 "sent message %llu stripe %u on socket %d where message %llu "
-                 "stripe %u was expected",
-                 (unsigned long long)f.seq, f.stripe, sk->index,
-                 (unsigned long long)op->seq, op->stripe);
-    } else if (f.len != op->len || f.tag != op->req->tag) {
-        snprintf(buf, sizeof buf,
-                 "sent %llu bytes with tag %u (message %llu, stripe %u) where "
-                 "the posted receive expects %zu bytes with tag %u",
-                 (unsigned long long)f.len, f.tag, (unsigned long long)f.seq,
-                 f.stripe, op->len, op->req->tag);
-    } else {
-        return 0;
+    default:
+        fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", why);
+        return -1;
     }
-    what = buf;
-    fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", what);
-    return -1;
 }
 
 /* Receive into the posted buffers. Returns bytes moved. */
@@ -401,8 +417,10 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
             break;
         }
         if (n == 0) {
-            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
-                      "closed the connection without a goodbye (it exited or crashed)");
+            if (!control_pending(tx, sk->peer))
+                fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                          "closed the connection without a goodbye (it exited or "
+                          "crashed)");
             break;
         }
         size_t left = (size_t)n;
@@ -621,8 +639,9 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
             stop_watching(tp, sk);
             return;
         }
-        fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
-                  "closed the connection without a goodbye (it exited or crashed)");
+        if (!control_pending(tx, sk->peer))
+            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                      "closed the connection without a goodbye (it exited or crashed)");
         return;
     }
     if (n < 0) {
@@ -693,10 +712,28 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
     /* Tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it. */
     int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tp->blame - 1;
-    for (int r = 0; r < tx->params.nranks; r++)
-        if (r != tx->params.rank && !tp->peers[r].failed && !tp->peers[r].bye)
-            send_control(tx, r, LOOM_TCP_CTL_ABORT, (uint32_t)res, tx->notice_seq,
-                         (uint64_t)(culprit + 1));
+    uint64_t word = (uint64_t)(uint32_t)res << 32 | (uint32_t)(culprit + 1);
+    for (int r = 0; r < tx->params.nranks; r++) {
+        if (r == tx->params.rank || tp->peers[r].failed || tp->peers[r].bye)
+            continue;
+        send_control(tx, r, LOOM_TCP_CTL_ABORT, tx->notice_desc, tx->notice_seq,
+                     tx->notice_count, word);
+        /* half-close: the notice is followed by an end of stream, not by a
+         * reset that could discard it; the sockets close at finalize */
+        for (int s = 0; s < tp->nsocks; s++) {
+            struct tcp_sock *sk = &tp->peers[r].socks[s];
+            if (sk->fd < 0)
+                continue;
+            int *l = realloc(tp->lingering, sizeof *l * (size_t)(tp->nlingering + 1));
+            if (!l)
+                continue;
+            tp->lingering = l;
+            shutdown(sk->fd, SHUT_WR);
+            epoll_ctl(tp->epfd, EPOLL_CTL_DEL, sk->fd, NULL);
+            tp->lingering[tp->nlingering++] = sk->fd;
+            sk->fd = -1;
+        }
+    }
     /* An orderly end, not a link failure: no warning, errmsg untouched. */
     for (int r = 0; r < tx->params.nranks; r++) {
         if (r == tx->params.rank || tp->peers[r].failed)
@@ -721,8 +758,13 @@ static void tcp_finalize(struct loom_tx *tx)
     if (tp->peers && tp->connected)
         for (int r = 0; r < tx->params.nranks; r++)
             if (r != tx->params.rank && !tp->peers[r].failed)
-                send_control(tx, r, LOOM_TCP_CTL_BYE, 0, 0, 0);
+                send_control(tx, r, LOOM_TCP_CTL_BYE, 0, 0, 0, 0);
     loom_tcp_close_sockets(tx);
+    for (int i = 0; i < tp->nlingering; i++)
+        close(tp->lingering[i]);
+    free(tp->lingering);
+    tp->lingering = NULL;
+    tp->nlingering = 0;
     if (tp->epfd >= 0)
         close(tp->epfd);
     tp->epfd = -1;

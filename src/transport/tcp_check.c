@@ -5,9 +5,9 @@
 
 #include "transport/tcp_check.h"
 
-int loom_tcp_frame_check(const struct loom_tcp_frame *f,
-                         const struct loom_tcp_expect *e, char *why,
-                         size_t whylen)
+enum loom_tcp_check loom_tcp_frame_check(const struct loom_tcp_frame *f,
+                                         const struct loom_tcp_expect *e,
+                                         char *why, size_t whylen)
 {
     if (f->magic != LOOM_TCP_FRAME_MAGIC) {
         snprintf(why, whylen, "sent a frame with bad magic 0x%08x",
@@ -20,6 +20,15 @@ int loom_tcp_frame_check(const struct loom_tcp_frame *f,
                  "sent a frame of communicator 0x%016llx, expected 0x%016llx",
                  (unsigned long long)f->comm_id,
                  (unsigned long long)e->comm_id);
+    } else if (f->stripe == LOOM_TCP_CONTROL_STRIPE) {
+        return LOOM_TCP_FRAME_CONTROL;
+    } else if (f->tag != e->tag || f->desc != e->desc || f->count != e->count) {
+        snprintf(why, whylen,
+                 "is in another collective call (call %u, 0x%08x, count %llu; "
+                 "this rank is in call %u, 0x%08x, count %llu)",
+                 f->tag, f->desc, (unsigned long long)f->count, e->tag, e->desc,
+                 (unsigned long long)e->count);
+        return LOOM_TCP_FRAME_OTHER_CALL;
     } else if (f->seq != e->seq || f->stripe != e->stripe) {
         snprintf(why, whylen,
                  "sent message %llu stripe %u on socket %d where message %llu "
@@ -33,7 +42,7 @@ int loom_tcp_frame_check(const struct loom_tcp_frame *f,
                  (unsigned long long)f->len, f->tag, (unsigned long long)f->seq,
                  f->stripe, (unsigned long long)e->len, e->tag);
     } else {
-        return 0;
+        return LOOM_TCP_FRAME_OK;
     }
-    return -1;
+    return LOOM_TCP_FRAME_BAD;
 }

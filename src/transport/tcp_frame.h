@@ -8,9 +8,10 @@
  * number, kind/dtype/op/root, count): a receive checks them against its own
  * call, so two ranks in different calls are told so, by name.
  * A control frame has stripe 0xffff and no payload: tag is its type (BYE:
- * the sender is leaving in order; ABORT: it failed, desc = its result,
- * seq = its call's sequence number, count = the rank it blames + 1, 0 none).
- * Nothing follows a control frame on that socket.
+ * the sender is leaving in order; ABORT: it failed in the call whose
+ * fingerprint is seq/desc/count, len = its result (high 32 bits) and the
+ * rank it blames + 1 (low 32 bits, 0 none)). Nothing follows a control frame
+ * on that socket.
  * Hello (first bytes of every connection, 32 bytes):
  *   0 magic u32 | 4 version u16 | 6 sock u16 | 8 from u32 | 12 to u32
  *  16 comm_id u64 | 24 nonce u64 (the acceptor's endpoint nonce)

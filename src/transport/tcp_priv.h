@@ -74,6 +74,8 @@ struct tcp_priv {
     int connected;
     loom_result_t pending_err; /* a link failed since progress returned */
     int blame;                /* rank + 1 this rank blames for a failure  */
+    int *lingering;           /* sockets half-closed after an abort notice, */
+    int nlingering;           /* closed at finalize (so no RST eats it)     */
 };
 
 /* "rank 3 (server ..., addr)" from params.describe, else "rank 3 (addr)". */

@@ -73,7 +73,9 @@ struct loom_tx {
     struct loom_tx_mismatch mismatch;
     /* Set by the owner before shutdown() with an error: told to every live
      * peer so that they can name the cause (call number, rank blamed or -1). */
-    uint64_t notice_seq;
+    uint64_t notice_seq;         /* the failed call's fingerprint           */
+    uint32_t notice_desc;
+    uint64_t notice_count;
     int notice_culprit;
     void *priv;                  /* ops->priv_size bytes, zeroed             */
 };

@@ -917,7 +917,7 @@ START_TEST(test_frame_check)
     b = f;
     b.version = 9;
     ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
-    ck_assert_str_eq(why, "sent protocol version 9, expected 1");
+    ck_assert_str_eq(why, "sent protocol version 9, expected 2");
     b = f;
     b.comm_id = 8;
     ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
@@ -934,6 +934,23 @@ START_TEST(test_frame_check)
     ck_assert_str_eq(why, "sent 4611686018427387904 bytes with tag 9 (message 3, "
                           "stripe 1) where the posted receive expects 100 bytes "
                           "with tag 9");
+    /* another call (different tag, desc or count) */
+    b = f;
+    b.desc = 0x81;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why),
+                     LOOM_TCP_FRAME_OTHER_CALL);
+    ck_assert_str_eq(why, "is in another collective call (call 9, 0x00000081, count 0; "
+                          "this rank is in call 9, 0x00000000, count 0)");
+    b = f;
+    b.count = 5;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why),
+                     LOOM_TCP_FRAME_OTHER_CALL);
+    /* a control frame is for the caller to act on */
+    b = f;
+    b.stripe = LOOM_TCP_CONTROL_STRIPE;
+    b.tag = LOOM_TCP_CTL_ABORT;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why),
+                     LOOM_TCP_FRAME_CONTROL);
 }
 END_TEST
 
