@@ -494,6 +494,9 @@ loom_result_t loom_tcp_connect_all(struct loom_tx *tx, const void *eps,
     struct pollfd *pfds = calloc((size_t)(nout + TCP_MAX_PENDING_ACCEPTS + 2),
                                  sizeof *pfds);
     loom_result_t res = LOOM_SUCCESS;
+    int nin = 0, accepted = 0;
+    for (int i = 0; outs && i < nout; i++)
+        outs[i].fd = -1; /* nothing to close yet, whatever fails below */
     if (!outs || !ins || !pfds) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: out of memory connecting");
         res = LOOM_ERROR_NO_MEMORY;
@@ -516,7 +519,6 @@ loom_result_t loom_tcp_connect_all(struct loom_tx *tx, const void *eps,
             loom_tcp_hello_encode(&h, o->hello);
         }
     }
-    int nin = 0, accepted = 0;
     for (;;) {
         double now = loom_now();
         int outs_done = 0;
