@@ -8,14 +8,12 @@
 #include "coll.h"
 #include "util.h"
 
-/* Messages up to this many bytes use the latency-optimised algorithms. */
-#define LOOM_SMALL_ALLREDUCE 32768
-#define LOOM_SMALL_BROADCAST 65536
-
 static const char *const algo_names[] = {
     [LOOM_ALGO_AUTO] = "auto",         [LOOM_ALGO_RING] = "ring",
     [LOOM_ALGO_RD] = "rd",             [LOOM_ALGO_CHAIN] = "chain",
     [LOOM_ALGO_BINOMIAL] = "binomial", [LOOM_ALGO_DISSEMINATION] = "dissemination",
+    [LOOM_ALGO_TREE] = "tree",         [LOOM_ALGO_RHD] = "rhd",
+    [LOOM_ALGO_BRUCK] = "bruck",       [LOOM_ALGO_SCATTER_ALLGATHER] = "scatter_allgather",
 };
 
 const char *loom_algo_name(enum loom_algo algo)
@@ -42,13 +40,17 @@ const char *loom_op_kind_name(enum loom_op_kind kind)
 }
 
 /* Which algorithms serve which collective. */
-static int algo_serves(enum loom_algo a, enum loom_op_kind k)
+int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
 {
     switch (k) {
-    case LOOM_OP_ALLREDUCE: return a == LOOM_ALGO_RING || a == LOOM_ALGO_RD;
-    case LOOM_OP_ALLGATHER:
+    case LOOM_OP_ALLREDUCE:
+        return a == LOOM_ALGO_RING || a == LOOM_ALGO_RD || a == LOOM_ALGO_RHD ||
+               a == LOOM_ALGO_TREE;
+    case LOOM_OP_ALLGATHER: return a == LOOM_ALGO_RING || a == LOOM_ALGO_BRUCK;
     case LOOM_OP_REDUCE_SCATTER: return a == LOOM_ALGO_RING;
-    case LOOM_OP_BROADCAST: return a == LOOM_ALGO_CHAIN || a == LOOM_ALGO_BINOMIAL;
+    case LOOM_OP_BROADCAST:
+        return a == LOOM_ALGO_CHAIN || a == LOOM_ALGO_BINOMIAL ||
+               a == LOOM_ALGO_SCATTER_ALLGATHER;
     case LOOM_OP_REDUCE: return a == LOOM_ALGO_CHAIN;
     case LOOM_OP_BARRIER: return a == LOOM_ALGO_DISSEMINATION;
     default: return 0;
@@ -82,12 +84,15 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
                 if (strlen(kind_names[k]) == klen && strncasecmp(p, kind_names[k], klen) == 0)
                     kind = k;
             enum loom_algo a = algo_by_name(eq + 1, len - klen - 1);
+            /* "broadcast=ring": the pipelined chain along the ring */
+            if (kind == LOOM_OP_BROADCAST && a == LOOM_ALGO_RING)
+                a = LOOM_ALGO_CHAIN;
             if (kind < 0) {
                 snprintf(err, errlen, "LOOM_ALGO: unknown collective '%.*s' in '%s'",
                          (int)klen, p, spec);
                 return -1;
             }
-            if (a == LOOM_ALGO_AUTO || !algo_serves(a, (enum loom_op_kind)kind)) {
+            if (a == LOOM_ALGO_AUTO || !loom_algo_serves(a, (enum loom_op_kind)kind)) {
                 snprintf(err, errlen, "LOOM_ALGO: '%.*s' is not an algorithm for %s",
                          (int)(len - klen - 1), eq + 1, kind_names[kind]);
                 return -1;
@@ -102,7 +107,7 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
             }
             int used = 0;
             for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
-                if (algo_serves(a, (enum loom_op_kind)k)) {
+                if (loom_algo_serves(a, (enum loom_op_kind)k)) {
                     out[k] = a;
                     used = 1;
                 }
@@ -118,25 +123,66 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
     return 0;
 }
 
-enum loom_algo loom_coll_select(const struct loom_comm *comm,
-                                const struct loom_op *op)
+/* Automatic choice: per rank-count class, the largest message (bytes)
+ * each latency-optimised algorithm is used for; above the last one, the
+ * bandwidth-optimal one. Measured on loopback TCP (see the crossover table
+ * in the branch notes). Server-aware (hierarchical) algorithms will be
+ * chosen here first, from comm's topology, when they exist. */
+struct allreduce_row {
+    int max_ranks;
+    size_t rd_max;    /* recursive doubling up to here     */
+    size_t tree_max;  /* then the double binary tree       */
+    size_t rhd_max;   /* then halving-doubling; then ring  */
+};
+
+static const struct allreduce_row allreduce_table[] = {
+    {2, 65536, 0, 0},
+    {4, 16384, 0, 1048576},
+    {8, 4096, 262144, 1048576},
+    {1 << 30, 4096, 1048576, 4194304},
+};
+
+#define BCAST_BINOMIAL_MAX 65536
+#define BCAST_SCATTER_MIN_RANKS 4
+#define ALLGATHER_BRUCK_MAX 16384 /* total bytes gathered */
+
+enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
 {
-    if (comm->algo_forced[op->kind] != LOOM_ALGO_AUTO)
-        return (enum loom_algo)comm->algo_forced[op->kind];
-    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
-    switch (op->kind) {
-    case LOOM_OP_ALLREDUCE:
-        return bytes <= LOOM_SMALL_ALLREDUCE || op->count < (uint64_t)comm->nranks
-                   ? LOOM_ALGO_RD
-                   : LOOM_ALGO_RING;
+    switch (kind) {
+    case LOOM_OP_ALLREDUCE: {
+        const struct allreduce_row *row = allreduce_table;
+        while (nranks > row->max_ranks)
+            row++;
+        if (bytes <= row->rd_max)
+            return LOOM_ALGO_RD;
+        if (bytes <= row->tree_max)
+            return LOOM_ALGO_TREE;
+        if (bytes <= row->rhd_max)
+            return LOOM_ALGO_RHD;
+        return LOOM_ALGO_RING;
+    }
     case LOOM_OP_BROADCAST:
-        return bytes <= LOOM_SMALL_BROADCAST ? LOOM_ALGO_BINOMIAL : LOOM_ALGO_CHAIN;
+        if (bytes <= BCAST_BINOMIAL_MAX)
+            return LOOM_ALGO_BINOMIAL;
+        return nranks >= BCAST_SCATTER_MIN_RANKS ? LOOM_ALGO_SCATTER_ALLGATHER
+                                                 : LOOM_ALGO_CHAIN;
     case LOOM_OP_ALLGATHER:
+        return bytes * (size_t)nranks <= ALLGATHER_BRUCK_MAX ? LOOM_ALGO_BRUCK
+                                                             : LOOM_ALGO_RING;
     case LOOM_OP_REDUCE_SCATTER: return LOOM_ALGO_RING;
     case LOOM_OP_REDUCE: return LOOM_ALGO_CHAIN;
     case LOOM_OP_BARRIER: return LOOM_ALGO_DISSEMINATION;
     default: return LOOM_ALGO_AUTO;
     }
+}
+
+enum loom_algo loom_coll_select(const struct loom_comm *comm,
+                                const struct loom_op *op)
+{
+    if (comm->algo_forced[op->kind] != LOOM_ALGO_AUTO)
+        return (enum loom_algo)comm->algo_forced[op->kind];
+    return loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
+                          comm->nranks);
 }
 
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
@@ -154,13 +200,23 @@ loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
                 memcpy(op->recvbuf, op->sendbuf, bytes);
             return LOOM_SUCCESS;
         }
-        return a == LOOM_ALGO_RD ? loom_rd_allreduce(comm, op)
-                                 : loom_ring_allreduce(comm, op);
-    case LOOM_OP_ALLGATHER: return loom_ring_allgather(comm, op);
+        switch (a) {
+        case LOOM_ALGO_RD: return loom_rd_allreduce(comm, op);
+        case LOOM_ALGO_RHD: return loom_rhd_allreduce(comm, op);
+        case LOOM_ALGO_TREE: return loom_tree_allreduce(comm, op);
+        default: return loom_ring_allreduce(comm, op);
+        }
+    case LOOM_OP_ALLGATHER:
+        return a == LOOM_ALGO_BRUCK ? loom_bruck_allgather(comm, op)
+                                    : loom_ring_allgather(comm, op);
     case LOOM_OP_REDUCE_SCATTER: return loom_ring_reduce_scatter(comm, op);
     case LOOM_OP_BROADCAST:
-        return a == LOOM_ALGO_BINOMIAL ? loom_binomial_broadcast(comm, op)
-                                       : loom_chain_broadcast(comm, op);
+        switch (a) {
+        case LOOM_ALGO_BINOMIAL: return loom_binomial_broadcast(comm, op);
+        case LOOM_ALGO_SCATTER_ALLGATHER:
+            return loom_scatter_allgather_broadcast(comm, op);
+        default: return loom_chain_broadcast(comm, op);
+        }
     case LOOM_OP_REDUCE: return loom_chain_reduce(comm, op);
     case LOOM_OP_BARRIER: return loom_dissemination_barrier(comm, op);
     default: break;
