@@ -123,35 +123,70 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
     return 0;
 }
 
-/* Automatic choice: per rank-count class, the largest message (bytes)
- * each latency-optimised algorithm is used for; above the last one, the
- * bandwidth-optimal one. Measured on loopback TCP (see the crossover table
- * in the branch notes). Server-aware (hierarchical) algorithms will be
- * chosen here first, from comm's topology, when they exist. */
+/* Automatic choice, from a table measured with `test_algos --bench N`
+ * (loopback TCP, 2 shared cores, every algorithm interleaved per size, best
+ * of three rounds). Allreduce, microseconds per float32 sum:
+ *
+ *   n  bytes    ring     rd     rhd    tree   chosen
+ *   2  8         138     66     134     150   rd
+ *   2  512K      338    260     334     356   rd
+ *   2  2M        849   1092     874    1205   ring
+ *   4  8         408    353     529     826   rd
+ *   4  32K       813    478     670    1380   rd
+ *   4  128K      862    968     628     999   rhd
+ *   4  512K     2003   2413    1496    2405   rhd
+ *   4  8M      17108  30120   19327   24240   ring
+ *   6  128K     1178    701     806    1125   rd
+ *   6  2M       8883  15647   12053   14277   ring
+ *   8  8        1371    974    1110    2935   rd
+ *   8  32K      3102   1117    1354    2617   rd
+ *   8  128K     4767   2247    1918    3149   rhd
+ *   8  2M      14128  18139   10473   13418   rhd
+ *   8  8M      44593 148573   48169   75219   ring
+ *  16  32K      6818   2055    2539    3951   rd
+ *  16  512K     9720  14611    7478    8445   rhd
+ *
+ * The tree beats the ring up to 2M at 8 and 16 ranks but never beats
+ * recursive doubling or halving-doubling here, where a message costs tens
+ * of microseconds of scheduling: its tree_max is 0 in every row (a table
+ * for real links, where its pipelining pays, sets it). Rows: the first
+ * whose max_ranks >= n and that fits n (pow2: powers of two only). Server-
+ * aware (hierarchical) algorithms will be chosen ahead of this table, from
+ * the communicator's topology, when they exist. */
 struct allreduce_row {
     int max_ranks;
-    size_t rd_max;    /* recursive doubling up to here     */
-    size_t tree_max;  /* then the double binary tree       */
-    size_t rhd_max;   /* then halving-doubling; then ring  */
+    int pow2;         /* the row is for powers of two only       */
+    size_t rd_max;    /* recursive doubling up to here (bytes)   */
+    size_t tree_max;  /* then the double binary tree             */
+    size_t rhd_max;   /* then halving-doubling; then the ring    */
 };
 
 static const struct allreduce_row allreduce_table[] = {
-    {2, 65536, 0, 0},
-    {4, 16384, 0, 1048576},
-    {8, 4096, 262144, 1048576},
-    {1 << 30, 4096, 1048576, 4194304},
+    {2, 1, 512 << 10, 0, 0},
+    {3, 0, 512 << 10, 0, 0},
+    {4, 1, 32 << 10, 0, 1 << 20},
+    {8, 1, 32 << 10, 0, 2 << 20},
+    {8, 0, 512 << 10, 0, 0},
+    {1 << 30, 1, 32 << 10, 0, 2 << 20},
+    {1 << 30, 0, 32 << 10, 0, 512 << 10},
 };
 
-#define BCAST_BINOMIAL_MAX 65536
-#define BCAST_SCATTER_MIN_RANKS 4
-#define ALLGATHER_BRUCK_MAX 16384 /* total bytes gathered */
+/* Broadcast: binomial below, then the chain (scatter + allgather moves more
+ * bytes in all and lost at every size on loopback: forced only). Allgather:
+ * Bruck up to this many bytes gathered in all, then the ring. Measured:
+ *   broadcast 8 ranks  16K: chain 72 binomial 75 scatter_allgather 1560 us
+ *                      64K: chain 154 binomial 278 scatter_allgather 1739 us
+ *   allgather 8 ranks 256K: ring 2194 bruck 1809; 1M: ring 6533 bruck 8819 */
+#define BCAST_BINOMIAL_MAX (16 << 10)
+#define ALLGATHER_BRUCK_MAX (256 << 10)
 
 enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
 {
     switch (kind) {
     case LOOM_OP_ALLREDUCE: {
+        int pow2 = (nranks & (nranks - 1)) == 0;
         const struct allreduce_row *row = allreduce_table;
-        while (nranks > row->max_ranks)
+        while (nranks > row->max_ranks || (row->pow2 && !pow2))
             row++;
         if (bytes <= row->rd_max)
             return LOOM_ALGO_RD;
@@ -162,10 +197,7 @@ enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
         return LOOM_ALGO_RING;
     }
     case LOOM_OP_BROADCAST:
-        if (bytes <= BCAST_BINOMIAL_MAX)
-            return LOOM_ALGO_BINOMIAL;
-        return nranks >= BCAST_SCATTER_MIN_RANKS ? LOOM_ALGO_SCATTER_ALLGATHER
-                                                 : LOOM_ALGO_CHAIN;
+        return bytes <= BCAST_BINOMIAL_MAX ? LOOM_ALGO_BINOMIAL : LOOM_ALGO_CHAIN;
     case LOOM_OP_ALLGATHER:
         return bytes * (size_t)nranks <= ALLGATHER_BRUCK_MAX ? LOOM_ALGO_BRUCK
                                                              : LOOM_ALGO_RING;

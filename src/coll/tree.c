@@ -24,6 +24,11 @@
 
 /* Chunks the broadcast of chunk c is ordered behind the reduce of c. */
 #define TREE_LAG_MIN 4
+/* Chunk size: small enough that a tree's half of the buffer makes about
+ * TREE_PIPE_DEPTH chunks per level of the tree (so the levels overlap),
+ * at least TREE_CHUNK_MIN bytes, at most LOOM_CHUNK_SIZE. */
+#define TREE_PIPE_DEPTH 4
+#define TREE_CHUNK_MIN 65536
 
 struct tree_side {
     int parent;             /* rank, -1 at the root                         */
@@ -234,7 +239,6 @@ loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
     tr.comm = comm;
     tr.op = op;
     tr.elem = loom_dtype_size(op->dtype);
-    tr.chunk = comm->chunk_size / tr.elem ? comm->chunk_size / tr.elem : 1;
     tr.fn = loom_reduce_get(op->dtype, op->op);
     tr.src = op->sendbuf;
     tr.dst = op->recvbuf;
@@ -244,12 +248,18 @@ loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
             memcpy(op->recvbuf, op->sendbuf, bytes);
         return LOOM_SUCCESS;
     }
-    uint64_t half = op->count / 2;
-    side_init(&tr, 0, 0, half);
-    side_init(&tr, 1, half, op->count - half);
     int depth = 0;
     for (int m = 1; m < n; m *= 2)
         depth++;
+    uint64_t half = op->count / 2;
+    size_t cb = bytes / 2 / (size_t)(TREE_PIPE_DEPTH * depth);
+    if (cb < TREE_CHUNK_MIN)
+        cb = TREE_CHUNK_MIN;
+    if (cb > comm->chunk_size)
+        cb = comm->chunk_size;
+    tr.chunk = cb / tr.elem ? cb / tr.elem : 1;
+    side_init(&tr, 0, 0, half);
+    side_init(&tr, 1, half, op->count - half);
     tr.lag = (uint64_t)(2 * depth > TREE_LAG_MIN ? 2 * depth : TREE_LAG_MIN);
 
     /* scratch: per tree, acc and one buffer per child, each the tree's size */

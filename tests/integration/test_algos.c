@@ -5,7 +5,7 @@
  * rank with inputs whose sum depends on the order of reduction.
  *
  * usage: test_algos [N...]          (default: 1 2 3 4 5 6 7 8 9 16)
- *        test_algos --bench N SPEC  (allreduce latency table, see below)
+ *        test_algos --bench N [MAXBYTES [KIND]]  (time per algorithm and size)
  * env:   LOOM_TEST_BIG (default 1000003): the large count
  *        LOOM_TEST_ALGOS: only the specs containing this string */
 #include <inttypes.h>
@@ -269,47 +269,87 @@ static int rank_main(int rank, int n, void *arg)
     return fails ? 1 : 0;
 }
 
-/* --bench N SPEC: allreduce float32 sum latency/bandwidth per size with
- * LOOM_ALGO=SPEC, rank 0 prints "bytes us" lines. */
+/* --bench N [MAXBYTES [KIND]]: time per call of each algorithm for KIND
+ * (allreduce: float32 sum; broadcast; allgather: MAXBYTES is the total)
+ * and of the automatic choice, interleaved per size so that load on the
+ * machine hits them alike; the best of three rounds, slowest rank. Rank 0
+ * prints one line per size, in microseconds. */
 struct bench {
     int port;
-    const char *spec;
+    size_t maxb;
+    enum loom_op_kind kind;
 };
+
+static loom_result_t bench_call(loom_comm_t comm, enum loom_op_kind kind, float *buf,
+                                const float *in, uint64_t count, int n)
+{
+    switch (kind) {
+    case LOOM_OP_BROADCAST: return loom_broadcast(buf, count, LOOM_FLOAT32, 0, comm, NULL);
+    case LOOM_OP_ALLGATHER:
+        return loom_allgather(in, buf, count / (uint64_t)n, LOOM_FLOAT32, comm, NULL);
+    default: return loom_allreduce(buf, buf, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+    }
+}
 
 static int bench_main(int rank, int n, void *arg)
 {
     struct bench *bc = arg;
-    if (strcmp(bc->spec, "auto") != 0)
-        setenv("LOOM_ALGO", bc->spec, 1);
     char url[64];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", bc->port);
     loom_comm_t comm;
     if (loom_comm_init_url(url, n, rank, &comm) != LOOM_SUCCESS)
+        return INIT_FAILED;
+    enum loom_algo algos[LOOM_ALGO_COUNT];
+    int na = 0;
+    for (int a = 1; a < LOOM_ALGO_COUNT; a++)
+        if (loom_algo_serves((enum loom_algo)a, bc->kind))
+            algos[na++] = (enum loom_algo)a;
+    algos[na++] = LOOM_ALGO_AUTO;
+    float *buf = calloc(bc->maxb / 4 + 1, 4);
+    float *in = calloc(bc->maxb / 4 / (size_t)n + 1, 4);
+    if (!buf || !in)
         return 1;
-    size_t maxb = (size_t)64 << 20;
-    float *buf = calloc(maxb / 4, 4);
-    if (!buf)
-        return 1;
-    for (size_t bytes = 8; bytes <= maxb; bytes *= 4) {
-        uint64_t count = bytes / 4 ? bytes / 4 : 1;
-        int iters = bytes <= 65536 ? 200 : bytes <= (1 << 20) ? 20 : 3;
-        for (int i = 0; i < 3; i++)
-            loom_allreduce(buf, buf, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
-        loom_barrier(comm, NULL);
-        double t0 = harness_now();
-        for (int i = 0; i < iters; i++)
-            if (loom_allreduce(buf, buf, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL))
-                return 1;
-        double us = (harness_now() - t0) / iters * 1e6;
-        double worst = 0;
-        loom_allreduce(&us, &worst, 1, LOOM_FLOAT64, LOOM_MAX, comm, NULL);
-        struct loom_op probe = {.kind = LOOM_OP_ALLREDUCE, .count = count,
-                                .dtype = LOOM_FLOAT32};
-        if (rank == 0)
-            printf("%d %s %zu %.1f %s\n", n, bc->spec, bytes, worst,
-                   loom_algo_name(loom_coll_select(comm, &probe)));
+    if (rank == 0) {
+        printf("%-3s %10s", "n", "bytes");
+        for (int a = 0; a < na; a++)
+            printf(" %10.10s", loom_algo_name(algos[a]));
+        printf("\n");
+    }
+    for (size_t bytes = 8 * (size_t)n; bytes <= bc->maxb; bytes *= 4) {
+        uint64_t count = bytes / 4;
+        int iters = bytes <= 65536 ? 50 : bytes <= (1 << 20) ? 10 : 2;
+        double best[LOOM_ALGO_COUNT];
+        for (int a = 0; a < na; a++)
+            best[a] = 1e30;
+        for (int round = 0; round < 3; round++)
+            for (int a = 0; a < na; a++) {
+                comm->algo_forced[bc->kind] = algos[a];
+                bench_call(comm, bc->kind, buf, in, count, n);
+                loom_barrier(comm, NULL);
+                double t0 = harness_now();
+                for (int i = 0; i < iters; i++)
+                    if (bench_call(comm, bc->kind, buf, in, count, n))
+                        return 1;
+                double us = (harness_now() - t0) / iters * 1e6, worst = 0;
+                comm->algo_forced[bc->kind] = LOOM_ALGO_AUTO;
+                loom_allreduce(&us, &worst, 1, LOOM_FLOAT64, LOOM_MAX, comm, NULL);
+                if (worst < best[a])
+                    best[a] = worst;
+            }
+        comm->algo_forced[bc->kind] = LOOM_ALGO_AUTO;
+        struct loom_op probe = {.kind = bc->kind, .count = count, .dtype = LOOM_FLOAT32};
+        if (bc->kind == LOOM_OP_ALLGATHER)
+            probe.count = count / (uint64_t)n;
+        if (rank == 0) {
+            printf("%-3d %10zu", n, bytes);
+            for (int a = 0; a < na; a++)
+                printf(" %10.1f", best[a]);
+            printf(" %s\n", loom_algo_name(loom_coll_select(comm, &probe)));
+        }
+        fflush(stdout);
     }
     free(buf);
+    free(in);
     loom_comm_destroy(comm);
     return 0;
 }
@@ -318,9 +358,26 @@ int main(int argc, char **argv)
 {
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "30", 0);
     setenv("LOOM_TIMEOUT", "60", 0);
-    if (argc == 4 && strcmp(argv[1], "--bench") == 0) {
-        struct bench bc = {harness_free_port(), argv[3]};
-        return harness_run(atoi(argv[2]), bench_main, &bc, 300, NULL);
+    if (argc >= 3 && argc <= 5 && strcmp(argv[1], "--bench") == 0) {
+        struct bench bc = {harness_free_port(),
+                           argc >= 4 ? strtoull(argv[3], NULL, 10) : (size_t)32 << 20,
+                           LOOM_OP_ALLREDUCE};
+        if (bc.maxb < 8 || bc.maxb > ((size_t)1 << 30)) {
+            fprintf(stderr, "test_algos: --bench: max bytes '%s' not in 8..1G\n", argv[3]);
+            return 2;
+        }
+        if (argc == 5) {
+            if (strcmp(argv[4], "broadcast") == 0)
+                bc.kind = LOOM_OP_BROADCAST;
+            else if (strcmp(argv[4], "allgather") == 0)
+                bc.kind = LOOM_OP_ALLGATHER;
+            else if (strcmp(argv[4], "allreduce") != 0) {
+                fprintf(stderr, "test_algos: --bench: '%s' is not allreduce, broadcast or "
+                        "allgather\n", argv[4]);
+                return 2;
+            }
+        }
+        return harness_run(atoi(argv[2]), bench_main, &bc, 600, NULL);
     }
     int ns[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16}, nn = 10;
     if (argc > 1) {
