@@ -231,6 +231,22 @@ static int side_done(const struct tree_side *s)
     return s->down_ready >= s->nchunks;
 }
 
+/* A request this rank is waiting for, to name in a timeout. */
+static const struct loom_tx_req *first_pending(const struct tree_run *tr)
+{
+    for (int t = 0; t < 2; t++) {
+        const struct tree_side *s = &tr->side[t];
+        for (int i = 0; i < 3; i++) {
+            int have = i < 2 ? i < s->nchild : s->parent >= 0;
+            if (have && s->rdone[i] < s->nchunks)
+                return &s->rreq[i][s->rdone[i]];
+            if (s->sdone[i] < s->spost[i])
+                return &s->sreq[i][s->sdone[i]];
+        }
+    }
+    return NULL;
+}
+
 loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
 {
     int n = comm->nranks;
@@ -319,7 +335,7 @@ loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
         if (moved) {
             loom_waiter_active(&w);
         } else {
-            res = loom_p2p_idle(&w, NULL);
+            res = loom_p2p_idle(&w, first_pending(&tr));
             if (res < 0)
                 return res;
         }
