@@ -9,10 +9,10 @@
  * Message order: every message is a unit (tree t, phase, chunk c) with the
  * key (c + phase * lag) * 4 + phase * 2 + t (phase 0 up, 1 down). Each rank
  * posts all its receives at the start, and its sends as their data becomes
- * ready, both in key order, so the two ends of every link agree on the
- * order. A unit only depends on units of a smaller key or of the same key
- * nearer the leaves (up) or the root (down), so this cannot deadlock; the
- * lag lets the downward chunks overtake the upward ones by a few chunks. */
+ * ready, both in key order per peer, so the two ends of every link agree on
+ * the order. A unit only depends on units of a smaller key or of the same
+ * key nearer the leaves (up) or the root (down), so this cannot deadlock;
+ * the lag lets the upward chunks run a few ahead of the downward ones. */
 #include "build_config.h"
 
 #include <string.h>
@@ -29,6 +29,8 @@
  * at least TREE_CHUNK_MIN bytes, at most LOOM_CHUNK_SIZE. */
 #define TREE_PIPE_DEPTH 4
 #define TREE_CHUNK_MIN 65536
+/* Keys past the first unsent unit that post_sends looks at. */
+#define TREE_LOOKAHEAD 64
 
 struct tree_side {
     int parent;             /* rank, -1 at the root                         */
@@ -179,41 +181,68 @@ static int advance(struct tree_run *tr, struct loom_waiter *w, loom_result_t *re
     return moved;
 }
 
-/* Post sends whose data is ready, in key order; stops at the first unit
- * that is not ready. *next is the key of the next unit to send. */
+/* Is a peer among the first nb of blocked[]? */
+static int is_blocked(const int *blocked, int nb, int peer)
+{
+    for (int i = 0; i < nb; i++)
+        if (blocked[i] == peer)
+            return 1;
+    return 0;
+}
+
+/* Post the sends whose data is ready, in key order per peer: a unit that
+ * is not ready blocks its peers, later units to other peers go ahead (up to
+ * TREE_LOOKAHEAD keys past the first unposted one, *next). */
 static loom_result_t post_sends(struct tree_run *tr, struct loom_waiter *w,
                                 uint64_t *next, uint64_t kend, int *moved)
 {
-    for (; *next < kend; ++*next) {
-        uint64_t k = *next / 4;
-        int phase = (int)(*next / 2 % 2), t = (int)(*next % 2);
+    int blocked[6], nb = 0, prefix = 1;
+    for (uint64_t key = *next; key < kend && key < *next + TREE_LOOKAHEAD && nb < 6;
+         key++) {
+        uint64_t k = key / 4;
+        int phase = (int)(key / 2 % 2), t = (int)(key % 2);
         struct tree_side *s = &tr->side[t];
         uint64_t base = phase ? tr->lag : 0;
-        if (k < base || k - base >= s->nchunks)
-            continue;
+        int done = k < base || k - base >= s->nchunks || (phase ? s->nchild == 0
+                                                                : s->parent < 0);
         uint64_t c = k - base;
-        size_t off, len;
-        chunk_span(tr, s, c, &off, &len);
-        if (phase == 0) {
-            if (s->parent < 0)
-                continue;
-            if (s->up_ready <= c)
-                return LOOM_SUCCESS;
-            const char *from = s->nchild ? s->acc + local_off(tr, c) : tr->src + off;
-            LOOM_CHECK(loom_p2p_post(w, &s->sreq[0][c], s->parent, 1, (void *)from, len));
-            s->spost[0]++;
-        } else {
-            if (s->nchild == 0)
-                continue;
-            if (s->down_ready <= c)
-                return LOOM_SUCCESS;
-            for (int i = 0; i < s->nchild; i++) {
-                LOOM_CHECK(loom_p2p_post(w, &s->sreq[1 + i][c], s->child[i], 1,
-                                         tr->dst + off, len));
-                s->spost[1 + i]++;
+        if (!done)
+            done = s->spost[phase ? 1 : 0] > c;
+        if (!done) {
+            int ready = phase ? s->down_ready > c : s->up_ready > c;
+            int free = phase ? !is_blocked(blocked, nb, s->child[0]) &&
+                                   (s->nchild < 2 || !is_blocked(blocked, nb, s->child[1]))
+                             : !is_blocked(blocked, nb, s->parent);
+            if (ready && free) {
+                size_t off, len;
+                chunk_span(tr, s, c, &off, &len);
+                if (phase == 0) {
+                    const char *from = s->nchild ? s->acc + local_off(tr, c) : tr->src + off;
+                    LOOM_CHECK(loom_p2p_post(w, &s->sreq[0][c], s->parent, 1, (void *)from,
+                                             len));
+                    s->spost[0]++;
+                } else {
+                    for (int i = 0; i < s->nchild; i++) {
+                        LOOM_CHECK(loom_p2p_post(w, &s->sreq[1 + i][c], s->child[i], 1,
+                                                 tr->dst + off, len));
+                        s->spost[1 + i]++;
+                    }
+                }
+                *moved = 1;
+                done = 1;
+            } else if (phase == 0) {
+                if (!is_blocked(blocked, nb, s->parent))
+                    blocked[nb++] = s->parent;
+            } else {
+                for (int i = 0; i < s->nchild && nb < 6; i++)
+                    if (!is_blocked(blocked, nb, s->child[i]))
+                        blocked[nb++] = s->child[i];
             }
         }
-        *moved = 1;
+        if (done && prefix)
+            *next = key + 1;
+        else
+            prefix = 0;
     }
     return LOOM_SUCCESS;
 }
