@@ -203,6 +203,18 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t comm, int color, int key,
 LOOM_API const char *loom_get_error_string(loom_comm_t comm);
 
 /* ------------------------------------------------------------------------ */
+/* Failures. A call that fails returns an error and loom_get_error_string()  */
+/* names the cause: the peer (rank, server, address) that closed, reset or   */
+/* timed out, the rank that failed first as told by the others, or both     */
+/* ranks' calls when ranks are in different collectives                     */
+/* (LOOM_ERROR_MISMATCH). Errors other than LOOM_ERROR_INVALID_ARGUMENT are   */
+/* sticky: every later call on the communicator returns the same error at   */
+/* once, until it is destroyed. A failed call never writes to a send buffer  */
+/* (outside in-place use); its receive buffer holds unspecified data: some   */
+/* elements may be final, some partial, some untouched.                      */
+/* ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------ */
 /* Collectives. Every rank calls the same collectives in the same order.     */
 /* stream == NULL: the call blocks until done. Otherwise it returns once the */
 /* work is enqueued and completes in order on the stream.                    */

@@ -1,1 +1,47 @@
-# perf/local.mk
+# perf/local.mk: the nccl-tests-compatible benchmarks, one small file per
+# collective around one shared driver (perf/common.c), and the plot script.
+#
+# Installed as loom-<coll>_perf; in the build tree perf/<coll>_perf is a
+# symbolic link to the same program, so nccl-tests habits work there too.
+PERF_COMMON = perf/common.c perf/common.h tests/integration/coll_check.h
+PERF_LINKS = perf/all_reduce_perf perf/all_gather_perf perf/broadcast_perf \
+	perf/reduce_scatter_perf perf/reduce_perf
+
+bin_PROGRAMS += perf/loom-all_reduce_perf perf/loom-all_gather_perf \
+	perf/loom-broadcast_perf perf/loom-reduce_scatter_perf \
+	perf/loom-reduce_perf
+
+perf_loom_all_reduce_perf_SOURCES = perf/all_reduce_perf.c $(PERF_COMMON)
+perf_loom_all_reduce_perf_LDADD = $(LOOM_INTERNAL_LIBS)
+perf_loom_all_gather_perf_SOURCES = perf/all_gather_perf.c $(PERF_COMMON)
+perf_loom_all_gather_perf_LDADD = $(LOOM_INTERNAL_LIBS)
+perf_loom_broadcast_perf_SOURCES = perf/broadcast_perf.c $(PERF_COMMON)
+perf_loom_broadcast_perf_LDADD = $(LOOM_INTERNAL_LIBS)
+perf_loom_reduce_scatter_perf_SOURCES = perf/reduce_scatter_perf.c $(PERF_COMMON)
+perf_loom_reduce_scatter_perf_LDADD = $(LOOM_INTERNAL_LIBS)
+perf_loom_reduce_perf_SOURCES = perf/reduce_perf.c $(PERF_COMMON)
+perf_loom_reduce_perf_LDADD = $(LOOM_INTERNAL_LIBS)
+
+noinst_SCRIPTS = $(PERF_LINKS)
+CLEANFILES += $(PERF_LINKS) perf/loom-perf-plot
+perf/all_reduce_perf: perf/loom-all_reduce_perf$(EXEEXT)
+	$(AM_V_GEN)rm -f $@ && ln -s loom-all_reduce_perf$(EXEEXT) $@
+perf/all_gather_perf: perf/loom-all_gather_perf$(EXEEXT)
+	$(AM_V_GEN)rm -f $@ && ln -s loom-all_gather_perf$(EXEEXT) $@
+perf/broadcast_perf: perf/loom-broadcast_perf$(EXEEXT)
+	$(AM_V_GEN)rm -f $@ && ln -s loom-broadcast_perf$(EXEEXT) $@
+perf/reduce_scatter_perf: perf/loom-reduce_scatter_perf$(EXEEXT)
+	$(AM_V_GEN)rm -f $@ && ln -s loom-reduce_scatter_perf$(EXEEXT) $@
+perf/reduce_perf: perf/loom-reduce_perf$(EXEEXT)
+	$(AM_V_GEN)rm -f $@ && ln -s loom-reduce_perf$(EXEEXT) $@
+
+# perf/plot: busbw-vs-size charts of result files (sh, awk, gnuplot);
+# installed as loom-perf-plot.
+EXTRA_DIST += perf/plot
+bin_SCRIPTS = perf/loom-perf-plot
+perf/loom-perf-plot: $(srcdir)/perf/plot
+	$(AM_V_GEN)$(MKDIR_P) perf && cp $(srcdir)/perf/plot $@ && chmod +x $@
+
+TESTS += tests/integration/test_perf.sh
+EXTRA_DIST += tests/integration/test_perf.sh
+EXTRA_DIST += docs/perf.md

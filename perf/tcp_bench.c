@@ -2,7 +2,7 @@
  * processes on one host: ping-pong latency (half round trip), and
  * unidirectional and bidirectional bandwidth, at 8 B, 64 KiB, 1 MiB, 16 MiB.
  *
- *   tcp_bench [-s nsocks] [-a address] [-p progress_timeout_us]
+ *   tcp_bench [-s nsocks] [-a address] [-p progress_timeout_us] [-b size]
  *
  * -p 0 busy-polls; the default (-1) blocks in epoll when nothing moved. */
 #include "build_config.h"
@@ -17,9 +17,11 @@
 #include "loom.h"
 #include "util.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/net.h"
 #include "transport/transport.h"
 
 static int g_timeout_us = -1;
+static size_t g_only_size; /* -b: run just this size */
 
 static int wait_reqs(struct loom_tx *tx, struct loom_tx_req *r, int n)
 {
@@ -65,10 +67,10 @@ static int iters_for(size_t len, size_t budget)
 
 static void bench(struct loom_tx *tx, int rank)
 {
-    static const size_t sizes[] = {8, 64 << 10, 1 << 20, 16 << 20};
+    static const size_t sizes[] = {8, 64 << 10, 1 << 20, 4 << 20, 16 << 20};
     int peer = 1 - rank;
     enum { WINDOW = 8 };
-    size_t max = sizes[3];
+    size_t max = sizes[4];
     uint8_t *sb = malloc(max * WINDOW), *rb = malloc(max * WINDOW);
     if (!sb || !rb)
         exit(1);
@@ -79,6 +81,8 @@ static void bench(struct loom_tx *tx, int rank)
                "bidir(MB/s)");
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         size_t len = sizes[si];
+        if (g_only_size && len != g_only_size)
+            continue;
         struct loom_tx_req r[2 * WINDOW];
         /* Ping-pong. */
         int it = iters_for(len, 512u << 20);
@@ -164,18 +168,34 @@ int main(int argc, char **argv)
 {
     int nsocks = 2, opt;
     const char *addr = "127.0.0.1";
-    while ((opt = getopt(argc, argv, "s:a:p:h")) != -1) {
+    while ((opt = getopt(argc, argv, "s:a:p:b:h")) != -1) {
         switch (opt) {
         case 's': nsocks = atoi(optarg); break;
         case 'a': addr = optarg; break;
         case 'p': g_timeout_us = atoi(optarg); break;
+        case 'b': g_only_size = strtoull(optarg, NULL, 0); break;
         default:
             fprintf(stderr, "usage: %s [-s nsocks] [-a address] "
-                    "[-p progress_timeout_us]\n", argv[0]);
+                    "[-p progress_timeout_us] [-b 8|65536|1048576|4194304|16777216]\n", argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
-    int port = 20000 + (int)(getpid() % 20000);
+    /* Rank 0's bootstrap port: one the kernel just handed out. */
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int port = -1, fd = -1;
+    if (loom_net_parse(addr, 0, &ss, &sl) == LOOM_SUCCESS &&
+        (fd = socket(ss.ss_family, SOCK_STREAM, 0)) >= 0 &&
+        bind(fd, (struct sockaddr *)&ss, sl) == 0 &&
+        getsockname(fd, (struct sockaddr *)&ss, &(socklen_t){sizeof ss}) == 0)
+        port = loom_net_port((struct sockaddr *)&ss);
+    if (fd >= 0)
+        close(fd);
+    if (port <= 0) {
+        fprintf(stderr, "tcp_bench: \"%s\" is not a usable numeric address\n",
+                addr);
+        return 2;
+    }
     printf("# tcp_bench: 2 processes, %d socket(s) per peer, %s, progress %d us\n",
            nsocks, addr, g_timeout_us);
     fflush(stdout);

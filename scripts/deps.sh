@@ -2,7 +2,7 @@
 # Install what Loom's build and tests need (Debian/Ubuntu). Skips apt when
 # everything is already there.
 set -e
-PKGS="build-essential autoconf automake libtool pkg-config libcjson-dev check \
+PKGS="build-essential autoconf automake libtool pkg-config libcjson-dev libssl-dev check \
 libibverbs-dev libfabric-dev clang libclang-rt-14-dev iproute2 gnuplot-nox"
 missing=""
 for p in $PKGS; do

@@ -1,7 +1,7 @@
 # tools/local.mk: loom-info (version, features, configuration).
-bin_PROGRAMS += loom-info
-loom_info_SOURCES = tools/loom-info.c
-loom_info_LDADD = $(LOOM_INTERNAL_LIBS)
+bin_PROGRAMS += tools/loom-info
+tools_loom_info_SOURCES = tools/loom-info.c
+tools_loom_info_LDADD = $(LOOM_INTERNAL_LIBS)
 
 # The example configuration, every variable commented out.
 EXTRA_DIST += etc/loom.conf

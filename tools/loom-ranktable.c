@@ -1,6 +1,8 @@
 /* loom-ranktable - check and generate HCCL rank tables.
  *
  *   loom-ranktable check FILE [--rank N] [--json]
+ *   loom-ranktable probe [FILE] [--rank N] [--json] [--timeout S]
+ *                  [--size BYTES] [--iters N]      (one process per rank)
  *   loom-ranktable generate --servers IP[,IP...] --devices N
  *                  [--device-ips IP,...] [--version 1.0|1.2] [-o FILE]
  *
@@ -20,6 +22,7 @@
 
 #include "loom.h"
 #include "ranktable/ranktable_internal.h"
+#include "probe.h"
 
 #define EXIT_INVALID 1
 #define EXIT_USAGE 2
@@ -34,6 +37,12 @@ static const char usage_text[] =
     "      each rank's endpoint, and every error and warning with its JSON\n"
     "      path. --rank N also requires rank N to exist and shows only its\n"
     "      endpoint. --json prints one JSON object instead.\n"
+    "  probe [FILE] [--rank N] [--json] [--timeout S] [--size BYTES]\n"
+    "        [--iters N]\n"
+    "      Live check, one process per rank (loom-run, mpirun, srun, or by\n"
+    "      hand with --rank): every pair connects and measures latency and\n"
+    "      bandwidth; rank 0 prints both matrices, unreachable pairs and slow\n"
+    "      links, and exits 1 when a pair is unreachable (docs/probe.md).\n"
     "  generate --servers IP[,IP...] --devices N [--device-ips IP,...]\n"
     "           [--version 1.0|1.2] [-o FILE]\n"
     "      Write a valid table (to stdout, or FILE) with N devices on each\n"
@@ -44,7 +53,8 @@ static const char usage_text[] =
     "  help\n"
     "      Print this text (also -h, --help).\n"
     "\n"
-    "Exit status: 0 valid, 1 invalid or unreadable, 2 bad command line.\n"
+    "Exit status: 0 valid (probe: every pair reachable), 1 invalid or\n"
+    "unreadable (probe: a pair unreachable), 2 bad command line.\n"
     "Endpoint ports without device_port are LOOM_PORT_BASE + device_id +\n"
     "LOOM_PORT_OFFSET.\n";
 
@@ -510,6 +520,7 @@ static const struct command {
     int (*run)(int argc, char **argv); /* argv[0] is the command's name */
 } commands[] = {
     {"check", cmd_check},
+    {"probe", loom_probe_main},
     {"generate", cmd_generate},
     {"help", cmd_help},
     {"--help", cmd_help},

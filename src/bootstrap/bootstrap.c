@@ -1,13 +1,12 @@
 /* bootstrap.c - rendezvous through rank 0 (see bootstrap.h).
  *
- * Wire (little-endian):
- *   hello  (rank -> root, 28 bytes + ep): magic "LBHI" u32 | version u16 |
- *          pad u16 | rank u32 | nranks u32 | table_hash u64 | ep_len u32 | ep
- *   answer (root -> rank, 8 bytes + body): magic "LBAN" u32 | version u16 |
- *          status u16; status 0: comm_id u64 | nranks u32 | nranks x
- *          (len u32 | ep); otherwise refused, status = -loom_result_t:
- *          len u32 | message
- * Every length read is bounded before use. */
+ * The wire and the checks on what a peer sends are in boot_wire.h: rank 0
+ * sends a challenge on every accepted connection; the rank answers with its
+ * hello signed with the job key (auth.h); rank 0 checks the key before it
+ * looks at the hello, proves the key back, and answers with all endpoints
+ * once everyone is in. Every length read is bounded before use; a
+ * connection that is not a rank of this job is logged and dropped, and the
+ * rendezvous goes on. */
 #include "build_config.h"
 
 #include <errno.h>
@@ -24,14 +23,15 @@
 #include "log.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/boot_io.h"
+#include "bootstrap/boot_wire.h"
+#include "auth.h"
 #include "transport/net.h"
 #include "transport/transport.h"
 
-#define BOOT_HELLO_MAGIC 0x49484c42u  /* "BLHI" */
-#define BOOT_ANSWER_MAGIC 0x4e414c42u /* "BLAN" */
-#define BOOT_VERSION 1
-#define BOOT_HELLO_LEN 28
-#define BOOT_ANSWER_LEN 8
+#define BOOT_ANSWER_MAGIC LOOM_BOOT_ANSWER_MAGIC
+#define BOOT_VERSION LOOM_BOOT_VERSION
+#define BOOT_HELLO_LEN LOOM_BOOT_HELLO_LEN
+#define BOOT_ANSWER_LEN LOOM_BOOT_ANSWER_LEN
 #define BOOT_MSG_MAX 1024
 #define BOOT_NRANKS_MAX (1 << 20)
 #define BOOT_STRANGERS_MAX 64
@@ -66,7 +66,8 @@ struct boot_conn {
     int fd;
     size_t got, need;
     char from[LOOM_NET_ADDRSTR_MAX];
-    uint8_t buf[BOOT_HELLO_LEN + LOOM_EP_MAX];
+    uint8_t ca[LOOM_AUTH_CHAL_LEN];  /* the challenge sent to it */
+    uint8_t buf[BOOT_HELLO_LEN + LOOM_EP_MAX + LOOM_BOOT_AUTH_LEN];
 };
 
 /* Best effort: tell a refused rank why (why < 0 is sent as its status),
@@ -95,7 +96,8 @@ struct root_state {
     size_t ep_stride;
     char *err;
     size_t errlen;
-    loom_result_t fatal;    /* set when a rank's table differs */
+    const struct loom_auth_key *key;
+    char refused[BOOT_MSG_MAX]; /* the last refusal of a claimed rank */
 };
 
 /* A hello has fully arrived on c: take it or refuse it. Returns 1 when the
@@ -108,20 +110,21 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
     uint64_t hash = loom_get_le64(c->buf + 16);
     uint32_t ep_len = loom_get_le32(c->buf + 24);
     char msg[BOOT_MSG_MAX], d[256];
+    loom_result_t why = LOOM_ERROR_INVALID_ARGUMENT;
     if (loom_get_le32(c->buf + 8) >= (uint32_t)p->nranks || rank == 0) {
         snprintf(msg, sizeof msg, "rank %u is not in 1..%d (the job has %d ranks)",
                  loom_get_le32(c->buf + 8), p->nranks - 1, p->nranks);
     } else if (nranks != (uint32_t)p->nranks) {
         snprintf(msg, sizeof msg, "%s was started with %u ranks, rank 0 has %d",
                  describe(p, rank, d, sizeof d), nranks, p->nranks);
-        st->fatal = LOOM_ERROR_MISMATCH;
+        why = LOOM_ERROR_MISMATCH;
     } else if (hash != p->table_hash) {
         snprintf(msg, sizeof msg,
                  "%s loaded a different rank table (hash 0x%016llx, root has "
                  "0x%016llx)",
                  describe(p, rank, d, sizeof d), (unsigned long long)hash,
                  (unsigned long long)p->table_hash);
-        st->fatal = LOOM_ERROR_MISMATCH;
+        why = LOOM_ERROR_MISMATCH;
     } else if (st->rank_fd[rank] >= 0) {
         snprintf(msg, sizeof msg, "%s joined twice (again from %s)",
                  describe(p, rank, d, sizeof d), c->from);
@@ -134,13 +137,13 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
                    rank, c->from, st->joined + 1, p->nranks);
         return 1;
     }
-    if (st->fatal) /* logged once, by loom_bootstrap_exchange */
-        snprintf(st->err, st->errlen, "%s", msg);
-    else
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 refused a connection from "
-                  "%s: %s", c->from, msg);
-    refuse(c->fd, st->fatal ? st->fatal : LOOM_ERROR_INVALID_ARGUMENT, msg,
-           deadline);
+    /* Another job's rank (different table or size) is refused, by name, but
+     * does not stop this job: the root's timeout message repeats why. */
+    LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 refused a connection from %s: %s",
+              c->from, msg);
+    if (why == LOOM_ERROR_MISMATCH)
+        snprintf(st->refused, sizeof st->refused, "%s", msg);
+    refuse(c->fd, why, msg, deadline);
     return 0;
 }
 
@@ -157,30 +160,48 @@ static int root_read(struct root_state *st, struct boot_conn *c, double deadline
         return -1;
     }
     c->got += (size_t)n;
+    char why[300];
     if (c->got == BOOT_HELLO_LEN && c->need == BOOT_HELLO_LEN) {
-        uint32_t magic = loom_get_le32(c->buf);
-        uint16_t ver = loom_get_le16(c->buf + 4);
-        uint32_t ep_len = loom_get_le32(c->buf + 24);
-        if (magic != BOOT_HELLO_MAGIC || ver != BOOT_VERSION) {
-            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: "
-                      "not a Loom bootstrap hello (magic 0x%08x version %u)",
-                      c->from, (unsigned)magic, ver);
+        size_t ep_max = st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX;
+        int rc = loom_boot_hello_head_check(c->buf, ep_max, &c->need, why,
+                                            sizeof why);
+        if (rc == LOOM_BOOT_DROP) {
+            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s",
+                      c->from, why);
             close(c->fd);
             return -1;
         }
-        if (ep_len > LOOM_EP_MAX || ep_len > st->ep_stride) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "endpoint of %u bytes exceeds the limit "
-                     "of %zu", ep_len,
-                     st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX);
-            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: refused %s: %s", c->from, msg);
-            refuse(c->fd, LOOM_ERROR_PROTOCOL, msg, deadline);
+        if (rc != LOOM_BOOT_OK) {
+            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: refused %s: %s", c->from, why);
+            refuse(c->fd, LOOM_ERROR_PROTOCOL, why, deadline);
             return -1;
         }
-        c->need = BOOT_HELLO_LEN + ep_len;
     }
     if (c->got < c->need)
         return 0;
+    /* The key before the hello: nothing it claims is trusted until then. */
+    if (loom_boot_hello_auth_check(st->key, c->ca, c->buf, c->got, why,
+                                   sizeof why) != LOOM_BOOT_OK) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: connection from %s: %s (dropped)",
+                  c->from, why);
+        char msg[BOOT_MSG_MAX];
+        snprintf(msg, sizeof msg, "rank 0 rejected this rank's job key: %s "
+                 "(LOOM_JOB_KEY / LOOM_JOB_KEY_FILE must be the same on every "
+                 "rank)", why);
+        refuse(c->fd, LOOM_ERROR_MISMATCH, msg, deadline);
+        return -1;
+    }
+    size_t hlen = c->got - LOOM_BOOT_AUTH_LEN;
+    uint8_t proof[LOOM_AUTH_MSG_LEN];
+    double d = loom_now() + 1.0 < deadline ? loom_now() + 1.0 : deadline;
+    if (loom_boot_proof_make(st->key, c->ca, c->buf + hlen, c->buf, hlen,
+                             proof) < 0 ||
+        loom_boot_write_all(c->fd, proof, sizeof proof, d, -1) < 0) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: "
+                  "could not send the key proof", c->from);
+        close(c->fd);
+        return -1;
+    }
     return root_take(st, c, deadline) ? 1 : -1;
 }
 
@@ -203,8 +224,10 @@ static void root_missing(struct root_state *st)
         listed++;
     }
     if (off < st->errlen)
-        snprintf(st->err + off, st->errlen - off, " did not join within %g s",
-                 p->timeout);
+        off += (size_t)snprintf(st->err + off, st->errlen - off,
+                                " did not join within %g s", p->timeout);
+    if (off < st->errlen && st->refused[0])
+        snprintf(st->err + off, st->errlen - off, " (refused: %s)", st->refused);
 }
 
 static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
@@ -237,7 +260,10 @@ static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
             snprintf(st->err, st->errlen,
                      "bootstrap: rank 0 could not send the endpoints to %s: %s",
                      describe(p, r, d, sizeof d),
-                     res == LOOM_ERROR_TIMEOUT ? "timed out" : strerror(errno));
+                     res == LOOM_ERROR_TIMEOUT   ? "timed out"
+                     : res == LOOM_ERROR_ABORTED ? "aborted"
+                     : res == LOOM_ERROR_REMOTE  ? "it closed the connection"
+                                                 : strerror(errno));
         }
     }
     free(buf);
@@ -288,6 +314,7 @@ static loom_result_t root_listen(const struct loom_boot_params *p, int *fdp,
 }
 
 static loom_result_t root_exchange(const struct loom_boot_params *p,
+                                   const struct loom_auth_key *key,
                                    void *all_eps, size_t ep_stride,
                                    uint64_t *comm_id, char *err, size_t errlen)
 {
@@ -298,7 +325,7 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
     int nconn = 0;
     int maxconn = p->nranks - 1 + BOOT_STRANGERS_MAX;
     struct root_state st = {.p = p, .all_eps = all_eps, .ep_stride = ep_stride,
-                            .err = err, .errlen = errlen};
+                            .err = err, .errlen = errlen, .key = key};
     st.rank_fd = malloc(sizeof *st.rank_fd * (size_t)p->nranks);
     struct boot_conn *conns = calloc((size_t)maxconn, sizeof *conns);
     struct pollfd *pfds = calloc((size_t)maxconn + 2, sizeof *pfds);
@@ -344,10 +371,6 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
             nconn--;
             conns[i] = conns[nconn];
             pfds[2 + i] = pfds[2 + nconn];
-            if (st.fatal) {
-                res = st.fatal;
-                goto out;
-            }
         }
         while (pfds[0].revents & POLLIN) {
             struct sockaddr_storage ss;
@@ -363,11 +386,26 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                 close(conns[0].fd);
                 conns[0] = conns[--nconn];
             }
-            struct boot_conn *c = &conns[nconn++];
+            struct boot_conn *c = &conns[nconn];
             c->fd = fd;
             c->got = 0;
             c->need = BOOT_HELLO_LEN;
             loom_net_format((struct sockaddr *)&ss, c->from, sizeof c->from);
+            /* The challenge goes first; 40 bytes fit any fresh socket. */
+            uint8_t chal[LOOM_AUTH_MSG_LEN];
+            ssize_t sent = -1;
+            if (loom_auth_challenge(c->ca) == LOOM_SUCCESS) {
+                loom_auth_msg_encode(chal, LOOM_BOOT_CHAL_MAGIC, LOOM_BOOT_VERSION,
+                                     key->set ? LOOM_AUTH_FLAG_KEYED : 0, c->ca);
+                sent = send(fd, chal, sizeof chal, MSG_NOSIGNAL);
+            }
+            if (sent != (ssize_t)sizeof chal) {
+                LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: "
+                          "could not send the challenge", c->from);
+                close(fd);
+                continue;
+            }
+            nconn++;
         }
     }
     *comm_id = new_comm_id();
@@ -487,6 +525,7 @@ static loom_result_t link_error(const struct loom_boot_params *p, loom_result_t 
 }
 
 static loom_result_t peer_exchange(const struct loom_boot_params *p,
+                                   const struct loom_auth_key *key,
                                    const void *my_ep, size_t ep_len, void *all_eps,
                                    size_t ep_stride, uint64_t *comm_id, char *err,
                                    size_t errlen)
@@ -505,34 +544,85 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
     int fd = -1;
     LOOM_CHECK(peer_connect(p, &ss, sl, root, deadline, &fd, err, errlen));
 
-    uint8_t hello[BOOT_HELLO_LEN + LOOM_EP_MAX];
-    loom_put_le32(hello, BOOT_HELLO_MAGIC);
-    loom_put_le16(hello + 4, BOOT_VERSION);
-    loom_put_le16(hello + 6, 0);
-    loom_put_le32(hello + 8, (uint32_t)p->rank);
-    loom_put_le32(hello + 12, (uint32_t)p->nranks);
-    loom_put_le64(hello + 16, p->table_hash);
-    loom_put_le32(hello + 24, (uint32_t)ep_len);
-    memcpy(hello + BOOT_HELLO_LEN, my_ep, ep_len);
     int eof = 0;
-    loom_result_t res = loom_boot_write_all(fd, hello, BOOT_HELLO_LEN + ep_len,
-                                            deadline, p->wake_fd);
+    char why[300];
+    uint8_t chal[LOOM_AUTH_MSG_LEN], ca[LOOM_AUTH_CHAL_LEN], cc[LOOM_AUTH_CHAL_LEN];
+    loom_result_t res = loom_boot_read_all(fd, chal, sizeof chal, deadline,
+                                           p->wake_fd, &eof);
+    if (res < 0) {
+        link_error(p, res, eof, root, "waiting for its challenge", err, errlen);
+        goto out;
+    }
+    if (loom_boot_chal_check(chal, ca, why, sizeof why) != LOOM_BOOT_OK) {
+        snprintf(err, errlen, "bootstrap: %s %s", root, why);
+        res = LOOM_ERROR_PROTOCOL;
+        goto out;
+    }
+    uint8_t hello[BOOT_HELLO_LEN + LOOM_EP_MAX + LOOM_BOOT_AUTH_LEN];
+    struct loom_boot_hello h = {
+        .magic = LOOM_BOOT_HELLO_MAGIC, .version = LOOM_BOOT_VERSION,
+        .flags = key->set ? LOOM_AUTH_FLAG_KEYED : 0, .rank = (uint32_t)p->rank,
+        .nranks = (uint32_t)p->nranks, .table_hash = p->table_hash,
+        .ep_len = (uint32_t)ep_len};
+    loom_boot_hello_encode(&h, hello);
+    memcpy(hello + BOOT_HELLO_LEN, my_ep, ep_len);
+    size_t hlen = BOOT_HELLO_LEN + ep_len;
+    res = loom_auth_challenge(cc);
+    if (res == LOOM_SUCCESS)
+        res = loom_boot_hello_sign(key, ca, cc, hello, hlen, hello + hlen);
+    if (res < 0) {
+        snprintf(err, errlen, "bootstrap: rank %d cannot sign its hello: %s",
+                 p->rank, loom_result_string(res));
+        goto out;
+    }
+    res = loom_boot_write_all(fd, hello, hlen + LOOM_BOOT_AUTH_LEN, deadline,
+                              p->wake_fd);
     if (res < 0) {
         link_error(p, res, 0, root, "sending its hello", err, errlen);
         goto out;
     }
-    uint8_t hdr[BOOT_ANSWER_LEN + 12];
-    res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN + 4, deadline, p->wake_fd,
-                             &eof);
+    /* Rank 0 answers with its proof of the key, or refuses at once. */
+    uint8_t hdr[LOOM_AUTH_MSG_LEN + 12];
+    res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, p->wake_fd, &eof);
     if (res < 0) {
-        link_error(p, res, eof, root, "waiting for the endpoints", err, errlen);
+        link_error(p, res, eof, root, "waiting for its key proof", err, errlen);
         goto out;
+    }
+    if (loom_get_le32(hdr) == LOOM_BOOT_PROOF_MAGIC) {
+        res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN,
+                                 LOOM_AUTH_MSG_LEN - BOOT_ANSWER_LEN, deadline,
+                                 p->wake_fd, &eof);
+        if (res < 0) {
+            link_error(p, res, eof, root, "reading its key proof", err, errlen);
+            goto out;
+        }
+        int rc = loom_boot_proof_check(key, hdr, ca, cc, hello, hlen, why,
+                                       sizeof why);
+        if (rc != LOOM_BOOT_OK) {
+            snprintf(err, errlen, "bootstrap: rank 0 at %s %s", root, why);
+            res = rc == LOOM_BOOT_BAD_KEY ? LOOM_ERROR_MISMATCH
+                                          : LOOM_ERROR_PROTOCOL;
+            goto out;
+        }
+        res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, p->wake_fd,
+                                 &eof);
+        if (res < 0) {
+            link_error(p, res, eof, root, "waiting for the endpoints", err,
+                       errlen);
+            goto out;
+        }
     }
     if (loom_get_le32(hdr) != BOOT_ANSWER_MAGIC ||
         loom_get_le16(hdr + 4) != BOOT_VERSION) {
         snprintf(err, errlen, "bootstrap: %s is not a Loom rank 0 (bad answer "
                  "magic 0x%08x)", root, (unsigned)loom_get_le32(hdr));
         res = LOOM_ERROR_PROTOCOL;
+        goto out;
+    }
+    res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN, 4, deadline, p->wake_fd,
+                             &eof);
+    if (res < 0) {
+        link_error(p, res, eof, root, "waiting for the endpoints", err, errlen);
         goto out;
     }
     if (loom_get_le16(hdr + 6) != 0) {
@@ -615,24 +705,42 @@ loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
                                                             : (size_t)LOOM_EP_MAX);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
+    /* The key is checked at every creation, one rank or many, so a bad key
+     * file is reported where it is configured. */
+    struct loom_auth_key own;
+    const struct loom_auth_key *key = p->key;
+    if (!key) {
+        char e[512] = "";
+        loom_result_t kr = loom_auth_key_from_config(&own, e, sizeof e);
+        if (kr < 0) {
+            snprintf(err, errlen, "bootstrap: rank %d: %s", p->rank, e);
+            return kr;
+        }
+        key = &own;
+    } else {
+        loom_auth_key_clear(&own);
+    }
     memset(all_eps, 0, (size_t)p->nranks * ep_stride);
     memcpy((uint8_t *)all_eps + (size_t)p->rank * ep_stride, my_ep, ep_len);
     if (p->nranks == 1) {
+        loom_auth_key_clear(&own);
         *comm_id = new_comm_id();
         return LOOM_SUCCESS;
     }
     if (!p->root_host || p->root_port <= 0 || p->root_port > 65535) {
+        loom_auth_key_clear(&own);
         snprintf(err, errlen, "bootstrap: rank 0's address %s:%d is not valid",
                  p->root_host ? p->root_host : "(none)", p->root_port);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     loom_result_t res;
     if (p->rank == 0)
-        res = root_exchange(p, all_eps, ep_stride, comm_id, err, errlen);
+        res = root_exchange(p, key, all_eps, ep_stride, comm_id, err, errlen);
     else
-        res = peer_exchange(p, my_ep, ep_len, all_eps, ep_stride, comm_id, err,
-                            errlen);
+        res = peer_exchange(p, key, my_ep, ep_len, all_eps, ep_stride, comm_id,
+                            err, errlen);
     if (res < 0)
         LOOM_WARN(LOOM_SUB_BOOT, "%s", err);
+    loom_auth_key_clear(&own);
     return res;
 }

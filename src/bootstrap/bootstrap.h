@@ -2,9 +2,12 @@
  *
  * Rank 0 listens on (root_host, root_port). Every other rank connects,
  * retrying refused connections with backoff until the timeout, and sends its
- * rank, the job's nranks, the rank table hash and its endpoint blob. Rank 0
- * checks them (a rank whose hash or nranks differs is refused, by name, on
- * both sides), and when all have arrived answers everyone with all endpoints
+ * rank, the job's nranks, the rank table hash and its endpoint blob, signed
+ * with the job key when there is one (boot_wire.h). Rank 0 checks the key,
+ * then the rest (a rank whose hash or nranks differs is refused, by name, on
+ * both sides; rank 0 keeps waiting and names it again if it times out; a
+ * connection with a wrong key or that is not a Loom hello is logged and
+ * dropped), and when all have arrived answers everyone with all endpoints
  * and a communicator id. On timeout rank 0's error names every missing rank
  * (through describe); the others' error names the root. */
 #ifndef LOOM_BOOTSTRAP_H
@@ -13,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "loom.h"
+
+struct loom_auth_key;
 
 struct loom_boot_params {
     size_t struct_size;
@@ -25,6 +30,9 @@ struct loom_boot_params {
     int wake_fd;                 /* readable = give up (abort); -1 none     */
     const char *(*describe)(void *ctx, int rank);  /* may be NULL */
     void *describe_ctx;
+    /* The job key every connection proves (auth.h); NULL: read it from
+     * LOOM_JOB_KEY / LOOM_JOB_KEY_FILE (an unreadable file is an error). */
+    const struct loom_auth_key *key;
 };
 
 /* my_ep: ep_len bytes (<= LOOM_EP_MAX). all_eps: nranks * ep_stride bytes,

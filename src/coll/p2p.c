@@ -21,34 +21,59 @@ void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
     w->op = op;
     w->idle_since_ns = 0;
     w->spins = 0;
+    w->stall_warned = 0;
+}
+
+void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
+                    size_t len)
+{
+    enum loom_op_kind kind = (enum loom_op_kind)(desc & 0xf);
+    loom_dtype_t dtype = (loom_dtype_t)((desc >> 4) & 0xf);
+    loom_redop_t op = (loom_redop_t)((desc >> 8) & 0xf);
+    int root = (int)(desc >> 12);
+    unsigned long long c = (unsigned long long)count, q = (unsigned long long)seq;
+    switch (kind) {
+    case LOOM_OP_BARRIER:
+        snprintf(buf, len, "barrier #%llu", q);
+        break;
+    case LOOM_OP_ALLGATHER:
+        snprintf(buf, len, "allgather(%s, %llu) #%llu", loom_dtype_name(dtype), c, q);
+        break;
+    case LOOM_OP_BROADCAST:
+        snprintf(buf, len, "broadcast(%s, %llu, root %d) #%llu", loom_dtype_name(dtype),
+                 c, root, q);
+        break;
+    case LOOM_OP_REDUCE:
+        snprintf(buf, len, "reduce(%s, %llu, %s, root %d) #%llu", loom_dtype_name(dtype),
+                 c, loom_redop_name(op), root, q);
+        break;
+    default:
+        snprintf(buf, len, "%s(%s, %llu, %s) #%llu", loom_op_kind_name(kind),
+                 loom_dtype_name(dtype), c, loom_redop_name(op), q);
+        break;
+    }
 }
 
 static void describe_op(const struct loom_op *op, char *buf, size_t len)
 {
-    switch (op->kind) {
-    case LOOM_OP_BARRIER:
-        snprintf(buf, len, "barrier #%llu", (unsigned long long)op->seq);
-        break;
-    case LOOM_OP_ALLGATHER:
-        snprintf(buf, len, "allgather(%s, %llu) #%llu", loom_dtype_name(op->dtype),
-                 (unsigned long long)op->count, (unsigned long long)op->seq);
-        break;
-    case LOOM_OP_BROADCAST:
-        snprintf(buf, len, "broadcast(%s, %llu, root %d) #%llu",
-                 loom_dtype_name(op->dtype), (unsigned long long)op->count,
-                 op->root, (unsigned long long)op->seq);
-        break;
-    case LOOM_OP_REDUCE:
-        snprintf(buf, len, "reduce(%s, %llu, %s, root %d) #%llu",
-                 loom_dtype_name(op->dtype), (unsigned long long)op->count,
-                 loom_redop_name(op->op), op->root, (unsigned long long)op->seq);
-        break;
-    default:
-        snprintf(buf, len, "%s(%s, %llu, %s) #%llu", loom_op_kind_name(op->kind),
-                 loom_dtype_name(op->dtype), (unsigned long long)op->count,
-                 loom_redop_name(op->op), (unsigned long long)op->seq);
-        break;
-    }
+    loom_op_format(loom_op_desc(op), op->count, op->seq, buf, len);
+}
+
+/* The transport saw a peer in another call: name both calls. */
+static loom_result_t mismatch_failed(struct loom_waiter *w)
+{
+    struct loom_comm *comm = w->comm;
+    struct loom_tx_mismatch *m = &comm->tx->mismatch;
+    char mine[160], theirs[160];
+    describe_op(w->op, mine, sizeof mine);
+    /* the tag holds the low 32 bits of the peer's sequence number */
+    uint64_t seq = (w->op->seq & ~0xffffffffull) | m->tag;
+    loom_op_format(m->desc, m->count, seq, theirs, sizeof theirs);
+    comm->blame = m->peer;
+    loom_comm_set_error(comm, LOOM_ERROR_MISMATCH,
+                        "collective calls differ: rank %d called %s; %s called %s",
+                        comm->rank, mine, loom_comm_describe(comm, m->peer), theirs);
+    return LOOM_ERROR_MISMATCH;
 }
 
 loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
@@ -57,7 +82,9 @@ loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
     char what[160];
     describe_op(w->op, what, sizeof what);
     loom_result_t res = req->status < 0 ? req->status : LOOM_ERROR_INTERNAL;
-    if (w->comm->aborted)
+    if (w->comm->tx->mismatch.valid && !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
+        return mismatch_failed(w);
+    if (__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
         res = LOOM_ERROR_ABORTED;
     if (res == LOOM_ERROR_ABORTED)
         loom_comm_set_error(w->comm, res, "%s: aborted", what);
@@ -78,6 +105,8 @@ loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
     req->buf = buf;
     req->len = len;
     req->tag = (uint32_t)w->op->seq;
+    req->desc = loom_op_desc(w->op);
+    req->count = w->op->count;
     loom_result_t res = is_send ? tx->ops->isend(tx, req) : tx->ops->irecv(tx, req);
     if (res < 0) {
         req->status = res;
@@ -90,10 +119,12 @@ static loom_result_t link_failed(struct loom_waiter *w, loom_result_t res)
 {
     char what[160];
     describe_op(w->op, what, sizeof what);
-    if (w->comm->aborted || res == LOOM_ERROR_ABORTED) {
+    if (__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE) || res == LOOM_ERROR_ABORTED) {
         loom_comm_set_error(w->comm, LOOM_ERROR_ABORTED, "%s: aborted", what);
         return LOOM_ERROR_ABORTED;
     }
+    if (w->comm->tx->mismatch.valid)
+        return mismatch_failed(w);
     loom_comm_set_error(w->comm, res, "%s failed: %s", what,
                         w->comm->tx->errmsg[0] ? w->comm->tx->errmsg
                                                : loom_result_string(res));
@@ -113,7 +144,7 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
                             const struct loom_tx_req *blocker)
 {
     struct loom_comm *comm = w->comm;
-    if (comm->aborted)
+    if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
         return link_failed(w, LOOM_ERROR_ABORTED);
     uint64_t now = 0;
     if (w->idle_since_ns == 0) {
@@ -121,6 +152,9 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
         w->spins = 0;
         return LOOM_SUCCESS;
     }
+    /* More ranks than CPUs here: the peer we wait for may need this CPU. */
+    if (comm->oversubscribed)
+        sched_yield();
     /* Read the clock every 32 spins only: it is the costliest part. */
     if ((++w->spins & 31) != 0 && w->spins < (1u << 20))
         return LOOM_SUCCESS;
@@ -129,6 +163,8 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
     if (comm->timeout > 0 && (double)idle * 1e-9 > comm->timeout) {
         char what[160];
         describe_op(w->op, what, sizeof what);
+        if (blocker)
+            comm->blame = blocker->peer;
         if (blocker)
             loom_comm_set_error(
                 comm, LOOM_ERROR_TIMEOUT,
@@ -141,6 +177,22 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
                                 comm->timeout);
         return LOOM_ERROR_TIMEOUT;
     }
+    if (comm->stall_warn > 0 && !w->stall_warned &&
+        (double)idle * 1e-9 > comm->stall_warn) {
+        char what[160];
+        describe_op(w->op, what, sizeof what);
+        w->stall_warned = 1;
+        if (blocker)
+            LOOM_WARN(LOOM_SUB_COLL,
+                      "%s: no progress for %.0f s (LOOM_STALL_WARN): waiting %s %s "
+                      "(%zu bytes, message of this call)",
+                      what, (double)idle * 1e-9,
+                      blocker->is_send ? "to send to" : "to receive from",
+                      loom_comm_describe(comm, blocker->peer), blocker->len);
+        else
+            LOOM_WARN(LOOM_SUB_COLL, "%s: no progress for %.0f s (LOOM_STALL_WARN)",
+                      what, (double)idle * 1e-9);
+    }
     if (idle < (uint64_t)comm->spin_us * 1000ull)
         return LOOM_SUCCESS;
     if (idle < LOOM_YIELD_NS) {
@@ -151,7 +203,7 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
     loom_result_t res = tx->ops->progress(tx, LOOM_SLEEP_US);
     if (res < 0)
         return link_failed(w, res);
-    if (comm->aborted)
+    if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
         return link_failed(w, LOOM_ERROR_ABORTED);
     return LOOM_SUCCESS;
 }

@@ -3,6 +3,7 @@
 #include "build_config.h"
 
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,14 @@ void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
     pthread_mutex_unlock(&comm->lock);
     if (first)
         LOOM_WARN(LOOM_SUB_INIT, "%s", msg);
+}
+
+loom_result_t loom_comm_error(struct loom_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    loom_result_t res = comm->error;
+    pthread_mutex_unlock(&comm->lock);
+    return res;
 }
 
 const char *loom_comm_describe(void *arg, int rank)
@@ -84,6 +93,8 @@ static void comm_free(struct loom_comm *comm)
         free(comm->rank_desc);
     }
     free(comm->ring);
+    free(comm->host_of);
+    free(comm->local_ranks);
     free(comm->scratch);
     free(comm->reqs);
     pthread_mutex_destroy(&comm->lock);
@@ -100,6 +111,7 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
     comm->rank = rank;
     comm->nranks = nranks;
     comm->wake_fd = -1;
+    comm->blame = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
@@ -134,8 +146,9 @@ static loom_result_t comm_setup(struct loom_comm *comm)
 {
     const struct loom_config *cfg = loom_config();
     comm->chunk_size = cfg->chunk_size ? cfg->chunk_size : 1 << 20;
-    comm->spin_us = cfg->spin_us;
+    comm->spin_us = cfg->spin_us < 0 ? 50 : cfg->spin_us;
     comm->timeout = cfg->timeout;
+    comm->stall_warn = cfg->stall_warn;
     char err[256];
     enum loom_algo forced[LOOM_OP_KIND_COUNT];
     if (loom_algo_parse(cfg->algo, forced, err, sizeof err) != 0) {
@@ -152,6 +165,78 @@ static loom_result_t comm_setup(struct loom_comm *comm)
     for (int i = 0; i < comm->nranks; i++)
         if (comm->ring[i] == comm->rank)
             comm->ring_pos = i;
+    return LOOM_SUCCESS;
+}
+
+/* A hash naming this host: its boot id (the same in every network
+ * namespace of one kernel) and host name. */
+static uint64_t host_hash(void)
+{
+    char buf[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f))
+            buf[0] = 0;
+        fclose(f);
+    }
+    uint64_t h = loom_fnv1a(LOOM_FNV_INIT, buf, strlen(buf));
+    if (gethostname(buf, sizeof buf) == 0) {
+        buf[sizeof buf - 1] = 0;
+        h = loom_fnv1a(h, buf, strlen(buf));
+    }
+    return h;
+}
+
+/* Which ranks share this host, and whether they outnumber its CPUs. Runs
+ * one tiny allgather on the caller's thread before the progress thread. */
+static loom_result_t comm_topology(struct loom_comm *comm)
+{
+    uint64_t mine = host_hash();
+    uint64_t *all = calloc((size_t)comm->nranks, sizeof *all);
+    if (!all)
+        return LOOM_ERROR_NO_MEMORY;
+    loom_result_t res = loom_allgather(&mine, all, 1, LOOM_UINT64, comm, NULL);
+    if (res < 0) {
+        loom_set_thread_error("rank %d: %s", comm->rank, comm->errmsg);
+        free(all);
+        return res;
+    }
+    comm->next_seq = 0; /* the caller's first call is #1 */
+    comm->host_of = calloc((size_t)comm->nranks, sizeof *comm->host_of);
+    comm->local_ranks = calloc((size_t)comm->nranks, sizeof *comm->local_ranks);
+    if (!comm->host_of || !comm->local_ranks) {
+        free(all);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    /* hosts numbered in order of their lowest rank */
+    comm->nhosts = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        int h = -1;
+        for (int q = 0; q < r && h < 0; q++)
+            if (all[q] == all[r])
+                h = comm->host_of[q];
+        comm->host_of[r] = h >= 0 ? h : comm->nhosts++;
+    }
+    comm->local_size = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (all[r] == mine) {
+            if (r == comm->rank)
+                comm->local_index = comm->local_size;
+            comm->local_ranks[comm->local_size++] = r;
+        }
+    free(all);
+    cpu_set_t set;
+    int ncpu = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        ncpu = CPU_COUNT(&set);
+    if (ncpu <= 0)
+        ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    comm->oversubscribed = ncpu > 0 && comm->local_size > ncpu;
+    if (comm->oversubscribed && loom_config()->spin_us < 0)
+        comm->spin_us = 0;
+    LOOM_INFO(LOOM_SUB_INIT, "rank %d: %d of %d ranks on this host, %d CPUs%s", comm->rank,
+              comm->local_size, comm->nranks, ncpu,
+              comm->oversubscribed ? ": oversubscribed, waiting ranks yield" : "");
     return LOOM_SUCCESS;
 }
 
@@ -180,6 +265,7 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
             .wake_fd = comm->wake_fd,
             .describe = loom_comm_describe,
             .describe_ctx = comm,
+            .timeout = cfg->timeout,
         };
         /* The comm id comes from the rendezvous, after the listener exists;
          * the transport reads it from tx->params at connect time. */
@@ -224,9 +310,13 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
             return res;
         }
     }
+    res = comm_topology(comm);
+    if (res < 0)
+        return res;
     res = loom_comm_start(comm);
     if (res < 0)
         return res;
+    loom_trace_register(comm);
     LOOM_INFO(LOOM_SUB_INIT, "communicator ready: rank %d of %d, %s, comm id %016llx",
               comm->rank, comm->nranks, comm->local_addr,
               (unsigned long long)comm->comm_id);
@@ -483,6 +573,7 @@ LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
     pthread_mutex_lock(&comm->lock);
     pthread_cond_broadcast(&comm->work_cv);
     pthread_mutex_unlock(&comm->lock);
+    loom_trace_dump(comm, "abort");
     return LOOM_SUCCESS;
 }
 
@@ -490,6 +581,7 @@ LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm)
 {
     if (!comm)
         return LOOM_ERROR_INVALID_ARGUMENT;
+    loom_trace_unregister(comm);
     if (comm->thread_started) {
         pthread_mutex_lock(&comm->lock);
         __atomic_store_n(&comm->stop, 1, __ATOMIC_RELEASE);
@@ -519,9 +611,15 @@ LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size)
 
 LOOM_API const char *loom_get_error_string(loom_comm_t comm)
 {
+    /* a copy per thread: the communicator's message may be written by its
+     * progress thread meanwhile */
+    static __thread char copy[sizeof comm->errmsg];
     if (!comm)
         return loom_thread_error();
-    return comm->errmsg;
+    pthread_mutex_lock(&comm->lock);
+    memcpy(copy, comm->errmsg, sizeof copy);
+    pthread_mutex_unlock(&comm->lock);
+    return copy;
 }
 
 /* ---- split ------------------------------------------------------------- */
@@ -614,6 +712,7 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
             .wake_fd = comm->wake_fd,
             .describe = loom_comm_describe,
             .describe_ctx = comm,
+            .timeout = cfg->timeout,
         };
         size_t ep_len = 0;
         lres = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);
@@ -638,9 +737,13 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
                 goto out;
             }
         }
+        res = comm_topology(comm);
+        if (res < 0)
+            goto out;
         res = loom_comm_start(comm);
         if (res < 0)
             goto out;
+        loom_trace_register(comm);
         *newcomm = comm;
         comm = NULL;
     }

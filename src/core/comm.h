@@ -7,6 +7,7 @@
 
 #include "loom.h"
 #include "transport/transport.h"
+#include "trace.h"
 
 enum loom_op_kind {
     LOOM_OP_ALLREDUCE = 0,
@@ -57,6 +58,15 @@ struct loom_comm {
     char local_addr[64];
     uint64_t table_hash;
 
+    /* this host: ranks sharing it (same boot id and host name), and whether
+     * they outnumber its CPUs (then waiting ranks yield at once) */
+    int local_size;
+    int oversubscribed;
+    int nhosts;                   /* distinct hosts in the communicator      */
+    int *host_of;                 /* host index (0..nhosts-1) of each rank   */
+    int *local_ranks;             /* ranks on this host, ascending           */
+    int local_index;              /* this rank's place in local_ranks        */
+
     /* tuning, from the configuration at creation */
     size_t chunk_size;
     int spin_us;
@@ -75,7 +85,8 @@ struct loom_comm {
     int thread_started;
     uint64_t next_seq;
 
-    volatile int aborted;
+    int aborted;                  /* set by abort (atomic access)           */
+    int blame;                    /* the peer a failure is blamed on, -1 none */
     loom_result_t error;          /* sticky: first error, returned after    */
     char errmsg[1024];
 
@@ -86,12 +97,19 @@ struct loom_comm {
     size_t nreqs;
 
     int split_count;              /* for unique ids of children              */
+
+    /* the flight recorder: the last LOOM_TRACE_LEN calls (under lock) */
+    struct loom_trace_rec trace[LOOM_TRACE_LEN];
+    double stall_warn;
 };
 
 /* Record an error on comm (first one is sticky) and log it at WARN. */
 void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The sticky error (LOOM_SUCCESS when none), read under the lock. */
+loom_result_t loom_comm_error(struct loom_comm *comm);
 
 /* "rank 3 (server 127.0.0.1, 127.0.0.1:29603)" */
 const char *loom_comm_describe(void *comm, int rank);

@@ -78,6 +78,10 @@ static const struct config_var config_vars[] = {
      "seconds to wait for all ranks to meet at init", NULL},
     {"LOOM_TIMEOUT", CONFIG_DOUBLE, "300", FIELD(timeout), 0, 1e9, 0,
      "seconds a collective may wait on a peer; 0 = never time out", NULL},
+    {"LOOM_STALL_WARN", CONFIG_DOUBLE, "60", FIELD(stall_warn), 0, 1e9, 0,
+     "seconds without progress before a rank logs what it waits for (0 = never)", NULL},
+    {"LOOM_TRACE_DIR", CONFIG_STRING, "", FIELD(trace_dir), 0, 0, 0,
+     "directory for flight-recorder dumps (last 64 calls) on timeout, abort, SIGUSR1", NULL},
     {"LOOM_NSOCKS", CONFIG_INT, "2", FIELD(nsocks), 1, 16, 0,
      "TCP sockets per peer connection", NULL},
     {"LOOM_SOCKET_IFNAME", CONFIG_STRING, "", FIELD(socket_ifname), 0, 0, 0,
@@ -88,8 +92,12 @@ static const struct config_var config_vars[] = {
      "algorithm override: \"ring\" or \"allreduce=ring,broadcast=tree\"", NULL},
     {"LOOM_TRANSPORT", CONFIG_ENUM, "tcp", FIELD(transport), 0, 0, 0,
      "transport to use: tcp, ofi or verbs (as built)", "tcp|ofi|verbs"},
-    {"LOOM_SPIN_US", CONFIG_INT, "50", FIELD(spin_us), 0, 1000000, 0,
-     "microseconds to busy-poll before sleeping on a socket", NULL},
+    {"LOOM_SPIN_US", CONFIG_INT, "-1", FIELD(spin_us), -1, 1000000, 0,
+     "microseconds to busy-poll before yielding; -1: 50, or 0 when this host has more ranks than CPUs", NULL},
+    {"LOOM_JOB_KEY", CONFIG_STRING, "", FIELD(job_key), 0, 0, 0,
+     "job secret: connections must prove it (HMAC); \"\" = job identity checks only", NULL},
+    {"LOOM_JOB_KEY_FILE", CONFIG_STRING, "", FIELD(job_key_file), 0, 0, 0,
+     "file holding the job secret (trailing newline dropped; keep it mode 0600)", NULL},
     {"LOOM_CONF_FILE", CONFIG_STRING, CONFIG_DEFAULT_FILE, NO_FIELD, 0, 0, 0, 0,
      "this configuration file (environment only)", NULL},
     {"LOOM_RANK_TABLE", CONFIG_STRING, "", NO_FIELD, 0, 0, 0, 0,
@@ -568,7 +576,11 @@ void loom_config_print(FILE *out)
             "DOC");
     for (size_t i = 0; i < CONFIG_NVARS; i++) {
         char quoted[CONFIG_VALUE_MAX + 3];
-        snprintf(quoted, sizeof(quoted), "\"%s\"", config_states[i].value);
+        /* The job key is a secret: say whether it is set, never what it is. */
+        if (strcmp(config_vars[i].name, "LOOM_JOB_KEY") == 0 && config_states[i].value[0])
+            snprintf(quoted, sizeof(quoted), "(set, hidden)");
+        else
+            snprintf(quoted, sizeof(quoted), "\"%s\"", config_states[i].value);
         fprintf(out, "%-*s  %-*s  %-*s  %s\n", wname, config_vars[i].name, wvalue, quoted,
                 wsource, sources[i], config_vars[i].doc);
     }

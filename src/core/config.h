@@ -20,12 +20,16 @@ struct loom_config {
     int port_offset;              /* LOOM_PORT_OFFSET (0)                      */
     double bootstrap_timeout;     /* LOOM_BOOTSTRAP_TIMEOUT seconds (120)      */
     double timeout;               /* LOOM_TIMEOUT seconds (300, 0 = never)     */
+    double stall_warn;            /* LOOM_STALL_WARN seconds (60, 0 = never)   */
+    char trace_dir[256];          /* LOOM_TRACE_DIR: flight-recorder dumps     */
     int nsocks;                   /* LOOM_NSOCKS sockets per peer (2, 1..16)   */
     char socket_ifname[256];      /* LOOM_SOCKET_IFNAME: prefix, ^not, =exact  */
     size_t chunk_size;            /* LOOM_CHUNK_SIZE bytes (K/M/G ok)          */
     char algo[256];               /* LOOM_ALGO: "ring" or "allreduce=ring,..." */
     char transport[32];           /* LOOM_TRANSPORT: tcp (default)             */
-    int spin_us;                  /* LOOM_SPIN_US: busy-poll before sleeping   */
+    char job_key[256];            /* LOOM_JOB_KEY: shared secret ("" = none)  */
+    char job_key_file[256];       /* LOOM_JOB_KEY_FILE: file holding the key  */
+    int spin_us;                  /* LOOM_SPIN_US: busy-poll before yielding (-1 auto) */
 };
 
 /* The configuration, read on first use (thread-safe); never NULL. */

@@ -2,10 +2,14 @@
 libloom_core_la_SOURCES += \
 	src/core/util.h \
 	src/core/comm.h \
+	src/core/config.h \
+	src/core/log.h \
 	src/core/result.c \
 	src/core/comm.c \
 	src/core/queue.c \
 	src/core/api.c \
+	src/core/trace.h \
+	src/core/trace.c \
 	src/core/config.c \
 	src/core/log.c
 

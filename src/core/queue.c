@@ -28,15 +28,22 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         loom_comm_set_error(comm, res, "%s #%llu: the stream's hooks failed (%s)",
                             loom_op_kind_name(op->kind), (unsigned long long)op->seq,
                             loom_result_string(res));
-    } else if (comm->error < 0) {
-        res = comm->error;
-    } else if (comm->aborted) {
+    } else if ((res = loom_comm_error(comm)) < 0) {
+        /* sticky: an earlier call failed */
+    } else if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)) {
         res = LOOM_ERROR_ABORTED;
     } else {
+        loom_trace_start(comm, op);
         res = loom_coll_run(comm, op);
     }
+    loom_trace_end(comm, op, res);
+    if (res == LOOM_ERROR_TIMEOUT)
+        loom_trace_dump(comm, "timeout");
     if (res < 0 && comm->tx) {
-        /* close the links so that peers waiting on us learn it at once */
+        /* close the links so that peers waiting on us learn it at once,
+         * and tell them which call failed and whom we blame */
+        comm->tx->notice_seq = op->seq;
+        comm->tx->notice_culprit = comm->blame;
         comm->tx->ops->shutdown(comm->tx, res);
     }
     if (op->stream)
@@ -128,6 +135,7 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     }
     op->seq = ++comm->next_seq;
     op->done = 0;
+    loom_trace_enqueue(comm, op);
     if (!op->stream) {
         if (!comm->busy && !comm->head) {
             comm->busy = 1;

@@ -41,6 +41,7 @@ loom_result_t loom_tx_open(const struct loom_transport *ops,
     if (!tx)
         return LOOM_ERROR_NO_MEMORY;
     tx->ops = ops;
+    tx->notice_culprit = -1;
     /* Copy what both sides know of the params struct; zero the rest. */
     size_t n = params->struct_size && params->struct_size < sizeof tx->params
                    ? params->struct_size

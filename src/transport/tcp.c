@@ -19,6 +19,9 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "loom.h"
@@ -94,6 +97,23 @@ static void set_interest(struct tcp_priv *tp, struct tcp_sock *sk, uint32_t mask
         sk->ep_mask = mask;
 }
 
+/* Wake for a large receive only once a good part of it can be read: fewer
+ * wake-ups, larger copies. Never above what the posted receive still
+ * needs, so the tail always wakes us. */
+static void set_lowat(struct tcp_sock *sk)
+{
+    int want = 1;
+    struct tcp_op *op = sk->recvq.head;
+    if (op && !sk->sendq.head) {
+        size_t left = LOOM_TCP_FRAME_LEN + op->len - op->done;
+        if (left >= LOOM_TCP_LOWAT_MIN)
+            want = left > LOOM_TCP_LOWAT_MAX ? LOOM_TCP_LOWAT_MAX : (int)left;
+    }
+    if (want != sk->lowat &&
+        setsockopt(sk->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+        sk->lowat = want;
+}
+
 static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
 {
     struct tcp_priv *tp = tx->priv;
@@ -112,27 +132,15 @@ static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
     return LOOM_SUCCESS;
 }
 
-/* Fail every request on peer r with res, close its sockets, and remember
- * the sentence for later posts. */
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...)
+/* Mark peer r failed with res and the sentence msg: its requests fail, its
+ * sockets close, and later posts fail at once with the same sentence. */
+static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *msg)
 {
     struct tcp_priv *tp = tx->priv;
     struct tcp_peer *peer = &tp->peers[r];
-    if (peer->failed)
-        return;
-    char d[256], what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
-             loom_tcp_describe(tx, r, d, sizeof d), what);
     peer->failed = res;
-    peer->failmsg = strdup(tx->errmsg);
-    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    peer->failmsg = strdup(msg);
     for (int s = 0; s < tp->nsocks; s++) {
         struct tcp_sock *sk = &peer->socks[s];
         struct tcp_op *op;
@@ -151,7 +159,97 @@ static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
         sk->fd = -1;
         sk->ep_mask = 0;
     }
-    ((struct tcp_priv *)tx->priv)->pending_err = res;
+}
+
+/* A link broke: fail peer r, log it, and have progress report it. */
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                      const char *fmt, ...)
+{
+    struct tcp_priv *tp = tx->priv;
+    if (tp->peers[r].failed)
+        return;
+    char d[256], what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
+             loom_tcp_describe(tx, r, d, sizeof d), what);
+    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    peer_down(tx, r, res, tx->errmsg);
+    tp->pending_err = res;
+    if (!tp->blame)
+        tp->blame = r + 1;
+}
+
+/* A control frame from peer r (see tcp_frame.h). Returns 1 when the link
+ * stays usable (a goodbye on an idle socket), 0 when r is now failed. */
+static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame *f,
+                          int expected_data)
+{
+    struct tcp_priv *tp = tx->priv;
+    char d[256];
+    if (f->tag == LOOM_TCP_CTL_BYE) {
+        tp->peers[r].bye = 1;
+        if (!expected_data)
+            return 1;
+        fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                  "has left (it destroyed its communicator) while this rank "
+                  "still expected a message from it");
+        return 0;
+    }
+    if (f->tag == LOOM_TCP_CTL_ABORT) {
+        int culprit = (int)f->count - 1;
+        loom_result_t code = (loom_result_t)(int32_t)f->desc;
+        unsigned long long q = (unsigned long long)f->seq;
+        if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
+            const char *who = culprit == tx->params.rank
+                                  ? "this rank"
+                                  : loom_tcp_describe(tx, culprit, d, sizeof d);
+            if (code == LOOM_ERROR_MISMATCH)
+                fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                          "stopped in call #%llu: it and %s are in different "
+                          "collective calls", q, who);
+            else if (code == LOOM_ERROR_TIMEOUT)
+                fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                          "stopped in call #%llu: it timed out waiting for %s", q, who);
+            else
+                fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                          "stopped in call #%llu after losing %s (%s)", q, who,
+                          loom_result_string(code));
+            if (culprit != tx->params.rank)
+                tp->blame = culprit + 1; /* pass the original cause on */
+        } else {
+            fail_peer(tx, r, LOOM_ERROR_REMOTE, "failed in call #%llu (%s)", q,
+                      loom_result_string(code));
+        }
+        return 0;
+    }
+    fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "sent an unknown control frame %u", f->tag);
+    return 0;
+}
+
+/* Best effort, never blocks: a control frame on every socket of peer r whose
+ * next byte would start a frame. */
+static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc,
+                         uint64_t seq, uint64_t count)
+{
+    struct tcp_priv *tp = tx->priv;
+    struct loom_tcp_frame f = {
+        .magic = LOOM_TCP_FRAME_MAGIC, .version = LOOM_TCP_VERSION,
+        .stripe = LOOM_TCP_CONTROL_STRIPE, .tag = type, .desc = desc,
+        .comm_id = tx->params.comm_id, .seq = seq, .len = 0, .count = count};
+    uint8_t hdr[LOOM_TCP_FRAME_LEN];
+    loom_tcp_frame_encode(&f, hdr);
+    for (int s = 0; s < tp->nsocks; s++) {
+        struct tcp_sock *sk = &tp->peers[r].socks[s];
+        if (sk->fd < 0 || (sk->sendq.head && sk->sendq.head->done))
+            continue;
+        if (send(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+            continue; /* the link is already gone or full: nothing to add */
+    }
 }
 
 static void fail_errno(struct loom_tx *tx, int r, int err)
@@ -196,6 +294,9 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
                              .msg_iovlen = (size_t)build_iov(sk->sendq.head, iov)};
+        size_t asked = 0;
+        for (size_t k = 0; k < msg.msg_iovlen; k++)
+            asked += iov[k].iov_len;
         ssize_t n = sendmsg(sk->fd, &msg, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
@@ -218,6 +319,8 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
                 op_put(tp, op);
             }
         }
+        if ((size_t)n < asked)
+            break; /* the socket buffer is full: retrying would get EAGAIN */
     }
     return moved;
 }
@@ -241,6 +344,22 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
                  "sent a frame of communicator 0x%016llx, expected 0x%016llx",
                  (unsigned long long)f.comm_id,
                  (unsigned long long)tx->params.comm_id);
+    } else if (f.stripe == LOOM_TCP_CONTROL_STRIPE) {
+        handle_control(tx, sk->peer, &f, 1);
+        return -1;
+    } else if (f.tag != op->req->tag || f.desc != op->req->desc ||
+               f.count != op->req->count) {
+        /* a different collective call: the owner names both */
+        tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = sk->peer,
+                                                 .tag = f.tag, .desc = f.desc,
+                                                 .count = f.count};
+        snprintf(buf, sizeof buf,
+                 "is in another collective call (call %u, 0x%08x, count %llu; "
+                 "this rank is in call %u, 0x%08x, count %llu)",
+                 f.tag, f.desc, (unsigned long long)f.count, op->req->tag,
+                 op->req->desc, (unsigned long long)op->req->count);
+        fail_peer(tx, sk->peer, LOOM_ERROR_MISMATCH, "%s", buf);
+        return -1;
     } else if (f.seq != op->seq || f.stripe != op->stripe) {
         snprintf(buf, sizeof buf,
                  "sent message %llu stripe %u on socket %d where message %llu "
@@ -270,6 +389,9 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
                              .msg_iovlen = (size_t)build_iov(sk->recvq.head, iov)};
+        size_t asked = 0;
+        for (size_t k = 0; k < msg.msg_iovlen; k++)
+            asked += iov[k].iov_len;
         ssize_t n = recvmsg(sk->fd, &msg, 0);
         if (n < 0) {
             if (errno == EINTR)
@@ -279,7 +401,8 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
             break;
         }
         if (n == 0) {
-            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE, "closed the connection");
+            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                      "closed the connection without a goodbye (it exited or crashed)");
             break;
         }
         size_t left = (size_t)n;
@@ -300,6 +423,8 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
                 op_put(tp, op);
             }
         }
+        if ((size_t)n < asked)
+            break; /* drained what had arrived: retrying would get EAGAIN */
     }
     return moved;
 }
@@ -317,8 +442,11 @@ static size_t scan_active(struct loom_tx *tx)
             moved += sock_recv(tx, sk);
         if (sock_idle(sk)) {
             sk->active = 0;
-            if (sk->ep_mask)
-                set_interest(tp, sk, 0);
+            /* A writable socket would wake every wait, so EPOLLOUT goes now;
+             * EPOLLIN stays armed (most likely the next post wants it again)
+             * and is dropped only if data arrives while nothing is posted. */
+            if (sk->ep_mask & EPOLLOUT)
+                set_interest(tp, sk, EPOLLIN | EPOLLRDHUP);
             tp->active[i] = tp->active[--tp->nactive];
         } else {
             i++;
@@ -385,12 +513,51 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
         if (is_send) {
             struct loom_tcp_frame f = {
                 .magic = LOOM_TCP_FRAME_MAGIC, .version = LOOM_TCP_VERSION,
-                .stripe = (uint16_t)s, .tag = req->tag,
-                .comm_id = tx->params.comm_id, .seq = seq, .len = op->len};
+                .stripe = (uint16_t)s, .tag = req->tag, .desc = req->desc,
+                .comm_id = tx->params.comm_id, .seq = seq, .len = op->len,
+                .count = req->count};
             loom_tcp_frame_encode(&f, op->hdr);
             queue_push(&peer->socks[s].sendq, op);
         } else {
             queue_push(&peer->socks[s].recvq, op);
+        }
+    }
+    return LOOM_SUCCESS;
+}
+
+/* Connect, then watch every idle link for a hang-up, and let the kernel
+ * probe idle links (keepalive) so that a lost host is noticed within about
+ * LOOM_TIMEOUT even between calls. */
+static loom_result_t tcp_connect(struct loom_tx *tx, const void *eps, size_t stride)
+{
+    loom_result_t res = loom_tcp_connect_all(tx, eps, stride);
+    if (res < 0)
+        return res;
+    struct tcp_priv *tp = tx->priv;
+    int idle = 0, intvl = 0, cnt = 4;
+    if (tx->params.struct_size >= offsetof(struct loom_tx_params, timeout) + sizeof(double) &&
+        tx->params.timeout > 0) {
+        idle = (int)(tx->params.timeout / 2);
+        intvl = (int)(tx->params.timeout / 8);
+        idle = idle < 1 ? 1 : idle;
+        intvl = intvl < 1 ? 1 : intvl;
+    }
+    for (int r = 0; r < tx->params.nranks; r++) {
+        if (r == tx->params.rank)
+            continue;
+        for (int s = 0; s < tp->nsocks; s++) {
+            struct tcp_sock *sk = &tp->peers[r].socks[s];
+            if (sk->fd < 0)
+                continue;
+            if (idle) {
+                int one = 1;
+                setsockopt(sk->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+                setsockopt(sk->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+                setsockopt(sk->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+                setsockopt(sk->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+            }
+            if (!sk->active)
+                set_interest(tp, sk, EPOLLIN | EPOLLRDHUP);
         }
     }
     return LOOM_SUCCESS;
@@ -413,6 +580,71 @@ static loom_result_t take_pending_err(struct loom_tx *tx)
     return res;
 }
 
+static void stop_watching(struct tcp_priv *tp, struct tcp_sock *sk)
+{
+    epoll_ctl(tp->epfd, EPOLL_CTL_DEL, sk->fd, NULL);
+    sk->hup = 1;
+    sk->ep_mask = 0;
+}
+
+/* An event on a socket with nothing posted: a control frame is read and
+ * acted on; the end of the stream without a goodbye fails the peer (it
+ * exited or crashed between calls); data for a later receive stays in the
+ * kernel, and only the peer's hang-up is still watched. */
+static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
+{
+    struct tcp_priv *tp = tx->priv;
+    struct tcp_peer *peer = &tp->peers[sk->peer];
+    if (peer->failed)
+        return;
+    uint8_t hdr[LOOM_TCP_FRAME_LEN];
+    ssize_t n = recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
+    if (n == (ssize_t)sizeof hdr) {
+        struct loom_tcp_frame f;
+        loom_tcp_frame_decode(hdr, &f);
+        if (f.magic == LOOM_TCP_FRAME_MAGIC && f.stripe == LOOM_TCP_CONTROL_STRIPE &&
+            f.comm_id == tx->params.comm_id) {
+            if (recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) != (ssize_t)sizeof hdr)
+                return;
+            if (handle_control(tx, sk->peer, &f, 0))
+                stop_watching(tp, sk); /* a goodbye: nothing more comes */
+            return;
+        }
+        if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+            stop_watching(tp, sk); /* the next post reads it, then the end */
+        else
+            set_interest(tp, sk, EPOLLRDHUP);
+        return;
+    }
+    if (n == 0) {
+        if (peer->bye) {
+            stop_watching(tp, sk);
+            return;
+        }
+        fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                  "closed the connection without a goodbye (it exited or crashed)");
+        return;
+    }
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            if (events & EPOLLERR) {
+                int err = 0;
+                socklen_t el = sizeof err;
+                if (getsockopt(sk->fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
+                    fail_errno(tx, sk->peer, err);
+            }
+            return;
+        }
+        fail_errno(tx, sk->peer, errno);
+        return;
+    }
+    /* part of a header: wait for the post that reads it */
+    if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+        stop_watching(tp, sk);
+    else
+        set_interest(tp, sk, EPOLLRDHUP);
+}
+
 static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
 {
     struct tcp_priv *tp = tx->priv;
@@ -422,15 +654,16 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         return err;
     if (moved || timeout_us == 0)
         return LOOM_SUCCESS;
-    if (tp->nactive == 0 && tx->params.wake_fd < 0)
+    if (tp->nactive == 0 && tx->params.wake_fd < 0 && !tp->connected)
         return LOOM_SUCCESS; /* nothing could ever wake us */
 
     for (int i = 0; i < tp->nactive; i++) {
         struct tcp_sock *sk = tp->active[i];
         set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
-                                 (sk->recvq.head ? EPOLLIN : 0u));
+                                 (sk->recvq.head ? EPOLLIN : 0u) | EPOLLRDHUP);
+        set_lowat(sk);
     }
-    int ms = timeout_us < 0 ? -1 : (timeout_us + 999) / 1000;
+    int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
     struct epoll_event evs[64];
     int n = epoll_wait(tp->epfd, evs, 64, ms);
     if (n < 0 && errno != EINTR) {
@@ -442,14 +675,9 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         struct tcp_sock *sk = evs[i].data.ptr;
         if (!sk)
             return LOOM_SUCCESS; /* wake fd: the owner reads it */
-        if ((evs[i].events & (EPOLLHUP | EPOLLERR)) && !sk->active &&
-            sk->fd >= 0) {
-            /* Nothing posted here: stop hearing about it; the next post
-             * reads what is left and then sees the end of the stream. */
-            epoll_ctl(tp->epfd, EPOLL_CTL_DEL, sk->fd, NULL);
-            sk->hup = 1;
-            sk->ep_mask = 0;
-        }
+        if (sk->active || sk->fd < 0)
+            continue;
+        idle_event(tx, sk, evs[i].events);
     }
     scan_active(tx);
     return take_pending_err(tx);
@@ -462,14 +690,25 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         return;
     if (res >= 0)
         res = LOOM_ERROR_ABORTED;
-    char keep[LOOM_TX_ERRLEN];
-    memcpy(keep, tx->errmsg, sizeof keep);
+    /* Tell the live peers first, so that ranks not waiting on the cause
+     * learn of it now and can name it. */
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tp->blame - 1;
     for (int r = 0; r < tx->params.nranks; r++)
-        if (r != tx->params.rank)
-            fail_peer(tx, r, res, "is unreachable: the transport was shut down "
-                      "(%s)", loom_result_string(res));
-    memcpy(tx->errmsg, keep, sizeof keep);
-    ((struct tcp_priv *)tx->priv)->pending_err = LOOM_SUCCESS;
+        if (r != tx->params.rank && !tp->peers[r].failed && !tp->peers[r].bye)
+            send_control(tx, r, LOOM_TCP_CTL_ABORT, (uint32_t)res, tx->notice_seq,
+                         (uint64_t)(culprit + 1));
+    /* An orderly end, not a link failure: no warning, errmsg untouched. */
+    for (int r = 0; r < tx->params.nranks; r++) {
+        if (r == tx->params.rank || tp->peers[r].failed)
+            continue;
+        char d[256], msg[LOOM_TX_ERRLEN];
+        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut "
+                 "down (%s)", loom_tcp_describe(tx, r, d, sizeof d),
+                 loom_result_string(res));
+        peer_down(tx, r, res, msg);
+    }
+    for (int i = 0; i < tp->nactive; i++)
+        tp->active[i]->active = 0;
     tp->nactive = 0;
     loom_tcp_close_sockets(tx);
 }
@@ -479,6 +718,10 @@ static void tcp_finalize(struct loom_tx *tx)
     struct tcp_priv *tp = tx->priv;
     if (!tp)
         return;
+    if (tp->peers && tp->connected)
+        for (int r = 0; r < tx->params.nranks; r++)
+            if (r != tx->params.rank && !tp->peers[r].failed)
+                send_control(tx, r, LOOM_TCP_CTL_BYE, 0, 0, 0);
     loom_tcp_close_sockets(tx);
     if (tp->epfd >= 0)
         close(tp->epfd);
@@ -519,8 +762,10 @@ const struct loom_transport loom_tcp_transport = {
     .init = loom_tcp_init,
     /* Full mesh, params.nsocks sockets per peer; lower ranks accept, higher
      * ranks connect, retrying refusals; bounded by params.connect_timeout
-     * and the wake fd; the timeout error lists every peer not connected. */
-    .connect_all = loom_tcp_connect_all,
+     * and the wake fd; the timeout error lists every peer not connected.
+     * tx->params.comm_id must by now hold the id the bootstrap returned
+     * (init ran before it, to produce the endpoint). */
+    .connect_all = tcp_connect,
     /* Queue the frames; no system call. A peer that failed before fails the
      * request at once (done=1) and returns its error. */
     .isend = tcp_isend,

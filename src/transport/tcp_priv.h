@@ -18,6 +18,9 @@
 /* Stripe sizes are rounded up to this, so stripes stay page-sized. */
 #define LOOM_TCP_STRIPE_ALIGN 4096
 #define LOOM_TCP_MAX_SOCKS 64
+/* SO_RCVLOWAT bounds while blocked on a large receive. */
+#define LOOM_TCP_LOWAT_MIN (128 * 1024)
+#define LOOM_TCP_LOWAT_MAX (512 * 1024)
 
 /* One stripe of one request, queued on one socket. */
 struct tcp_op {
@@ -42,6 +45,7 @@ struct tcp_sock {
     uint32_t ep_mask;      /* events registered in epoll (0 = none)       */
     int active;            /* on the active list                          */
     int hup;               /* epoll reported HUP; removed from the set    */
+    int lowat;             /* SO_RCVLOWAT in force (0/1: the default)     */
     struct tcp_queue sendq, recvq;
 };
 
@@ -52,6 +56,7 @@ struct tcp_peer {
     struct tcp_sock *socks;   /* nsocks entries                          */
     uint64_t send_seq, recv_seq;
     loom_result_t failed;     /* 0 while the link is up                  */
+    int bye;                  /* it said goodbye: left in order          */
     char *failmsg;            /* the sentence it failed with             */
 };
 
@@ -68,6 +73,7 @@ struct tcp_priv {
     struct tcp_op *free_ops;
     int connected;
     loom_result_t pending_err; /* a link failed since progress returned */
+    int blame;                /* rank + 1 this rank blames for a failure  */
 };
 
 /* "rank 3 (server ..., addr)" from params.describe, else "rank 3 (addr)". */

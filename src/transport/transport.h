@@ -11,7 +11,11 @@
  * progress thread, or the caller's thread when it runs a call inline). Nothing
  * here locks.
  *
- * Requests are owned by the caller and must stay put until done. */
+ * Requests are owned by the caller and must stay put until done.
+ *
+ * While it waits in progress(), a transport also watches links with nothing
+ * posted: a peer that goes away without saying goodbye, or tells it has
+ * failed, fails progress() at once, whatever is posted. */
 #ifndef LOOM_TRANSPORT_H
 #define LOOM_TRANSPORT_H
 
@@ -28,7 +32,9 @@ struct loom_tx_req {
     int is_send;
     void *buf;
     size_t len;
-    uint32_t tag;
+    uint32_t tag;                /* the call's sequence number (low bits)   */
+    uint32_t desc;               /* the call's kind/dtype/op/root, packed   */
+    uint64_t count;              /* the call's element count                */
     /* set by the transport */
     volatile int done;           /* 1 once complete (ok or failed)          */
     loom_result_t status;        /* valid once done                         */
@@ -48,12 +54,27 @@ struct loom_tx_params {
     /* "rank 3 (server 10.0.0.3, 10.0.0.3:29603)": for messages. May be NULL. */
     const char *(*describe)(void *ctx, int rank);
     void *describe_ctx;
+    double timeout;              /* LOOM_TIMEOUT: keepalive on idle links (0 none) */
+};
+
+/* What a peer's frame said when it did not match the posted receive's call
+ * (the transport fails that peer with LOOM_ERROR_MISMATCH and fills this). */
+struct loom_tx_mismatch {
+    int valid;
+    int peer;
+    uint32_t tag, desc;
+    uint64_t count;
 };
 
 struct loom_tx {
     const struct loom_transport *ops;
     struct loom_tx_params params;
     char errmsg[LOOM_TX_ERRLEN]; /* the last error, full sentence            */
+    struct loom_tx_mismatch mismatch;
+    /* Set by the owner before shutdown() with an error: told to every live
+     * peer so that they can name the cause (call number, rank blamed or -1). */
+    uint64_t notice_seq;
+    int notice_culprit;
     void *priv;                  /* ops->priv_size bytes, zeroed             */
 };
 
@@ -76,9 +97,13 @@ struct loom_transport {
      * until something happens). Returns an error when a link failed (the
      * requests on it are failed too; errmsg names the peer). */
     loom_result_t (*progress)(struct loom_tx *tx, int timeout_us);
-    /* Fail every pending request with res and close the links. */
+    /* Fail every pending request with res and close the links. With an
+     * error res, first tell every live peer (best effort, never blocks)
+     * that this rank failed and why (notice_seq, notice_culprit), so that a
+     * rank not talking to the cause learns it at once. */
     void (*shutdown)(struct loom_tx *tx, loom_result_t res);
-    /* Free everything. */
+    /* Say goodbye to the peers (an orderly end, not a failure) and free
+     * everything. */
     void (*finalize)(struct loom_tx *tx);
 };
 

@@ -1,7 +1,7 @@
 # tests/fuzz/local.mk: libFuzzer targets (configure --enable-fuzzing CC=clang).
 # The library sources are listed here so they are compiled with the fuzzer's
-# instrumentation; cJSON itself is the system library.
-EXTRA_DIST += tests/fuzz/run-fuzz.sh
+# instrumentation; cJSON and libcrypto themselves are the system libraries.
+EXTRA_DIST += tests/fuzz/run-fuzz.sh tests/fuzz/run-fuzz-wire.sh
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz_ranktable
 tests_fuzz_fuzz_ranktable_SOURCES = tests/fuzz/fuzz_ranktable.c \
@@ -13,4 +13,32 @@ tests_fuzz_fuzz_ranktable_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_ranktable_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_ranktable_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 tests_fuzz_fuzz_ranktable_LDADD = $(CJSON_LIBS) -lm
+
+# Wire decoders: the tcp frame header and its receive-path check ...
+noinst_PROGRAMS += tests/fuzz/fuzz_frame
+tests_fuzz_fuzz_frame_SOURCES = tests/fuzz/fuzz_frame.c \
+	src/transport/tcp_frame.c \
+	src/transport/tcp_check.c \
+	src/core/auth.c \
+	src/core/result.c \
+	src/core/config.c \
+	src/core/log.c
+tests_fuzz_fuzz_frame_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS)
+tests_fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_frame_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
+tests_fuzz_fuzz_frame_LDADD = $(CRYPTO_LIBS) -lm
+
+# ... and the handshakes (bootstrap hello, tcp hello, challenge and proofs).
+noinst_PROGRAMS += tests/fuzz/fuzz_handshake
+tests_fuzz_fuzz_handshake_SOURCES = tests/fuzz/fuzz_handshake.c \
+	src/bootstrap/boot_wire.c \
+	src/transport/tcp_frame.c \
+	src/core/auth.c \
+	src/core/result.c \
+	src/core/config.c \
+	src/core/log.c
+tests_fuzz_fuzz_handshake_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS)
+tests_fuzz_fuzz_handshake_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_handshake_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
+tests_fuzz_fuzz_handshake_LDADD = $(CRYPTO_LIBS) -lm
 endif

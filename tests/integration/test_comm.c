@@ -437,6 +437,162 @@ START_TEST(argument_errors)
 }
 END_TEST
 
+/* ---- ranks in different calls are told, with both calls named ----------- */
+static int rank_mismatch(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    float buf[1024] = {0}, out[2048];
+    loom_result_t res;
+    if (rank == 0)
+        res = loom_allreduce(buf, buf, 1024, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+    else
+        res = loom_allgather(buf, out, 256, LOOM_FLOAT32, comm, NULL);
+    const char *msg = loom_get_error_string(comm);
+    if (res != LOOM_ERROR_MISMATCH ||
+        !strstr(msg, "allreduce(float32, 1024, sum) #1") ||
+        !strstr(msg, "allgather(float32, 256) #1") ||
+        !strstr(msg, rank == 0 ? "rank 0 called allreduce" : "rank 1 called allgather")) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, loom_result_string(res), msg);
+        return 10;
+    }
+    /* sticky */
+    if (loom_barrier(comm, NULL) != LOOM_ERROR_MISMATCH)
+        return 11;
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(mismatched_calls_named)
+{
+    RUN(2, rank_mismatch, NULL, 30);
+}
+END_TEST
+
+/* ---- a rank that dies between calls is noticed by ranks in a barrier ---- */
+static int rank_dies_idle(int rank, int n, void *arg)
+{
+    setenv("LOOM_TIMEOUT", "60", 1);
+    loom_comm_t comm = join(rank, n);
+    int x = 1;
+    if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) || x != n)
+        return 10;
+    if (rank == 3)
+        _exit(0); /* leaves without loom_comm_destroy: no goodbye */
+    usleep(200000);
+    double t0 = harness_now();
+    loom_result_t res = loom_barrier(comm, NULL);
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (res >= 0 || dt > 5 || !strstr(msg, "rank 3")) {
+        fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, loom_result_string(res),
+                dt, msg);
+        return 11;
+    }
+    fprintf(stderr, "rank %d (%.2f s): %s\n", rank, dt, msg);
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(death_between_calls_noticed)
+{
+    RUN(4, rank_dies_idle, NULL, 30);
+}
+END_TEST
+
+/* ---- an orderly end: ranks leave at different times, nobody errs ------- */
+static int rank_orderly(int rank, int n, void *arg)
+{
+    loom_comm_t comm = join(rank, n);
+    int x = rank;
+    for (int i = 0; i < 50; i++)
+        if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_MAX, comm, NULL))
+            return 10;
+    /* rank 0 leaves at once; the others keep a sub-communicator going */
+    loom_comm_t sub = NULL;
+    if (loom_comm_split(comm, rank == 0 ? LOOM_SPLIT_NOCOLOR : 1, rank, &sub))
+        return 11;
+    loom_comm_destroy(comm);
+    if (rank == 0)
+        return 0;
+    usleep(100000);
+    for (int i = 0; i < 50; i++)
+        if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_MAX, sub, NULL)) {
+            fprintf(stderr, "rank %d: %s\n", rank, loom_get_error_string(sub));
+            return 12;
+        }
+    loom_comm_destroy(sub);
+    return 0;
+}
+
+START_TEST(orderly_exit_is_quiet)
+{
+    RUN(3, rank_orderly, NULL, 30);
+}
+END_TEST
+
+/* ---- a peer that stops calling: stall warning, timeout naming it, and the
+ * flight recorder written on timeout and on SIGUSR1 --------------------- */
+static char trace_dir[64];
+
+static int rank_stall(int rank, int n, void *arg)
+{
+    char logf[128];
+    snprintf(logf, sizeof logf, "%s/log-%d.txt", trace_dir, rank);
+    setenv("LOOM_TIMEOUT", "3", 1);
+    setenv("LOOM_STALL_WARN", "1", 1);
+    setenv("LOOM_TRACE_DIR", trace_dir, 1);
+    setenv("LOOM_DEBUG_FILE", logf, 1);
+    loom_comm_t comm = join(rank, n);
+    int x = 1;
+    if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL))
+        return 10;
+    if (rank == 1) {
+        raise(SIGUSR1); /* a dump with reason "signal" */
+        sleep(6);       /* never makes the second call */
+        return 0;
+    }
+    double t0 = harness_now();
+    loom_result_t res = loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL);
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (res != LOOM_ERROR_TIMEOUT || dt < 2.5 || dt > 6 || !strstr(msg, "rank 1") ||
+        !strstr(msg, "allreduce(int32, 1, sum) #2")) {
+        fprintf(stderr, "rank 0: %s after %.1f s: %s\n", loom_result_string(res), dt, msg);
+        return 11;
+    }
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+static int file_has(const char *path_glob_dir, const char *prefix, const char *needle)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -l -- '%s' %s/%s* >/dev/null 2>&1", needle,
+             path_glob_dir, prefix);
+    return system(cmd) == 0;
+}
+
+START_TEST(stall_timeout_and_flight_recorder)
+{
+    snprintf(trace_dir, sizeof trace_dir, "/tmp/loom-trace-test.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(trace_dir));
+    RUN(2, rank_stall, NULL, 30);
+    /* the waiting rank warned about the stall before the timeout */
+    ck_assert_msg(file_has(trace_dir, "log-0", "no progress for"), "no stall warning");
+    ck_assert_msg(file_has(trace_dir, "log-0", "LOOM_STALL_WARN"), "no stall warning");
+    /* dumps: rank 0 on its timeout, rank 1 on SIGUSR1 */
+    ck_assert_msg(file_has(trace_dir, "loom-trace-", "\"reason\":\"timeout\""),
+                  "no timeout dump");
+    ck_assert_msg(file_has(trace_dir, "loom-trace-", "\"reason\":\"signal\""),
+                  "no signal dump");
+    ck_assert_msg(file_has(trace_dir, "loom-trace-", "\"call\":\"allreduce(int32, 1, sum) #2\",\"state\":\"failed\""),
+                  "the timed-out call is not in the dump");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", trace_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "20", 0);
@@ -452,6 +608,10 @@ int main(void)
     tcase_add_test(tc, missing_rank_named);
     tcase_add_test(tc, env_url);
     tcase_add_test(tc, argument_errors);
+    tcase_add_test(tc, mismatched_calls_named);
+    tcase_add_test(tc, death_between_calls_noticed);
+    tcase_add_test(tc, orderly_exit_is_quiet);
+    tcase_add_test(tc, stall_timeout_and_flight_recorder);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -5,7 +5,7 @@
 set -u
 
 builddir=${LOOM_BUILDDIR:-.}
-RUN="$builddir/loom-run"
+RUN="$builddir/tools/loom-run"
 [ -x "$RUN" ] || { echo "FAIL: $RUN not built"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_loom_run.XXXXXX") || exit 1

@@ -1,6 +1,7 @@
 /* check_bootstrap.c - rendezvous through rank 0 over 127.0.0.1, with forked
  * ranks: success for 1, 2 and 5 ranks, table mismatch, missing ranks, no
- * root, late root, strangers, a taken port; local address selection. */
+ * root, late root, strangers, a taken port; local address selection; the job
+ * key: same key, wrong key, key on one side only, strangers with junk. */
 #include "build_config.h"
 
 #include <check.h>
@@ -9,7 +10,10 @@
 #include <sys/mman.h>
 
 #include "loom.h"
+#include "auth.h"
+#include "config.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/boot_wire.h"
 #include "transport/transport.h"
 #include "mp_util.h"
 
@@ -136,14 +140,18 @@ END_TEST
 
 START_TEST(test_hash_mismatch_named)
 {
-    struct scenario *sc = scenario_new(5.0);
-    sc->peer_timeout = 2.0;
+    /* A rank of another job (different table) is refused by name, and rank 0
+     * keeps waiting for the right one: its timeout repeats why. */
+    struct scenario *sc = scenario_new(2.0);
+    sc->peer_timeout = 3.0;
     sc->hash_of[2] = 0x99ull;
     ck_assert_uint_eq(mp_run(3, rank_main, sc, 10.0, 0), 0);
-    ck_assert_int_eq(sc->out[0].res, LOOM_ERROR_MISMATCH);
-    ck_assert_msg(strstr(sc->out[0].err, "rank 2 (node-2) loaded a different rank "
-                                         "table (hash 0x0000000000000099, root has "
-                                         "0x000000001234abcd)"),
+    ck_assert_int_eq(sc->out[0].res, LOOM_ERROR_TIMEOUT);
+    ck_assert_msg(strstr(sc->out[0].err, "rank 2 (node-2) did not join within 2 s "
+                                         "(refused: rank 2 (node-2) loaded a "
+                                         "different rank table (hash "
+                                         "0x0000000000000099, root has "
+                                         "0x000000001234abcd))"),
                   "root said: %s", sc->out[0].err);
     ck_assert_int_eq(sc->out[2].res, LOOM_ERROR_MISMATCH);
     ck_assert_msg(strstr(sc->out[2].err, "refused rank 2") &&
@@ -206,6 +214,8 @@ END_TEST
 static int stranger_main(int rank, int nranks, void *arg)
 {
     struct scenario *sc = arg;
+    if (rank == 1)
+        usleep(300000); /* the strangers come first */
     if (rank < 2)
         return rank_main(rank, 2, arg);
     int fds[3];
@@ -225,11 +235,11 @@ static int stranger_main(int rank, int nranks, void *arg)
         }
     }
     static const char junk[] = "GET / HTTP/1.0\r\n\r\nxxxxxxxxxxxxxxxxxxxxxxxxxx";
-    if (write(fds[0], junk, sizeof junk) < 0)
+    if (send(fds[0], junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk)
         return 4;
     uint8_t hello[40] = {0x42, 0x4c, 0x48, 0x49, 1, 0};
     hello[8] = 9; /* "rank 9" */
-    if (write(fds[2], hello, sizeof hello) < 0)
+    if (send(fds[2], hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello)
         return 5;
     sleep(3); /* keep the silent one open past the rendezvous */
     for (int i = 0; i < 3; i++)
@@ -240,7 +250,6 @@ static int stranger_main(int rank, int nranks, void *arg)
 START_TEST(test_stranger_ignored)
 {
     struct scenario *sc = scenario_new(10.0);
-    sc->root_delay = 0.0;
     /* Rank 1 (the real one) arrives after the strangers. */
     ck_assert_uint_eq(mp_run(3, stranger_main, sc, 15.0, 0), 0);
     check_all_ok(sc, 2);
@@ -346,6 +355,174 @@ START_TEST(test_local_addr)
 }
 END_TEST
 
+/* ---------------------------------------------------------- job key tests */
+
+/* Per-rank job keys for key_rank_main (NULL: no key); set before mp_run. */
+static const char *key_of[8];
+
+static int key_rank_main(int rank, int nranks, void *arg)
+{
+    struct scenario *sc = arg;
+    struct result *out = &sc->out[rank];
+    char ep[EP_STRIDE];
+    size_t ep_len;
+    my_ep(rank, ep, &ep_len);
+    struct loom_auth_key key;
+    loom_auth_key_set(&key, key_of[rank], key_of[rank] ? strlen(key_of[rank]) : 0);
+    struct loom_boot_params p = {
+        .struct_size = sizeof p, .rank = rank, .nranks = nranks,
+        .root_host = "127.0.0.1", .root_port = sc->port, .table_hash = 0x1234abcdull,
+        .timeout = rank && sc->peer_timeout > 0 ? sc->peer_timeout : sc->timeout,
+        .wake_fd = -1, .describe = describe, .key = &key};
+    double t0 = mp_now();
+    out->res = loom_bootstrap_exchange(&p, ep, ep_len, out->eps, EP_STRIDE,
+                                       &out->comm_id, out->err, sizeof out->err);
+    out->elapsed = mp_now() - t0;
+    return 0;
+}
+
+START_TEST(test_key_same)
+{
+    struct scenario *sc = scenario_new(10.0);
+    for (int r = 0; r < 8; r++)
+        key_of[r] = "the-job-key";
+    ck_assert_uint_eq(mp_run(3, key_rank_main, sc, 15.0, 0), 0);
+    check_all_ok(sc, 3);
+    scenario_free(sc);
+}
+END_TEST
+
+/* _i = 0: rank 2 has another key; 1: rank 2 has none; 2: only rank 2 has
+ * one. Rank 2 is refused and told why; rank 0 names it when it times out. */
+START_TEST(test_key_refused)
+{
+    static const char *const why[] = {
+        "rank 0 rejected this rank's job key: job key does not match "
+        "(LOOM_JOB_KEY",
+        "rank 0 rejected this rank's job key: job key does not match (it has no "
+        "job key, rank 0 has one)",
+        "rank 0 rejected this rank's job key: job key does not match (it has a "
+        "job key, rank 0 has none)"};
+    struct scenario *sc = scenario_new(1.5);
+    sc->peer_timeout = 3.0;
+    for (int r = 0; r < 8; r++)
+        key_of[r] = _i == 2 ? NULL : "the-job-key";
+    key_of[2] = _i == 0 ? "another-key" : _i == 1 ? NULL : "the-job-key";
+    ck_assert_uint_eq(mp_run(3, key_rank_main, sc, 10.0, 0), 0);
+    ck_assert_int_eq(sc->out[2].res, LOOM_ERROR_MISMATCH);
+    ck_assert_msg(strstr(sc->out[2].err, "refused rank 2: ") &&
+                      strstr(sc->out[2].err, why[_i]),
+                  "rank 2 said: %s", sc->out[2].err);
+    ck_assert_double_lt(sc->out[2].elapsed, 1.0);
+    ck_assert_int_eq(sc->out[0].res, LOOM_ERROR_TIMEOUT);
+    ck_assert_msg(strstr(sc->out[0].err, "rank 2 (node-2) did not join within "
+                                         "1.5 s"),
+                  "root said: %s", sc->out[0].err);
+    ck_assert_int_lt(sc->out[1].res, 0);
+    scenario_free(sc);
+}
+END_TEST
+
+static int connect_root(int port)
+{
+    double until = mp_now() + 5;
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sin = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (connect(fd, (struct sockaddr *)&sin, sizeof sin) == 0)
+            return fd;
+        close(fd);
+        if (mp_now() > until)
+            return -1;
+        usleep(5000);
+    }
+}
+
+/* Ranks 0 and 1 are the job (rank 1 arrives last). Rank 2 claims to be rank
+ * 1 with a wrong key; rank 3 sends random bytes, a truncated hello, a hello
+ * with a huge endpoint length and a hello with a forged mac. */
+static int key_stranger_main(int rank, int nranks, void *arg)
+{
+    struct scenario *sc = arg;
+    (void)nranks;
+    if (rank == 1)
+        usleep(500000);
+    if (rank < 2)
+        return key_rank_main(rank, 2, arg);
+    if (rank == 2) {
+        key_of[1] = "wrong-key";
+        key_rank_main(1, 2, arg);
+        sc->out[2] = sc->out[1];
+        return 0;
+    }
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = connect_root(sc->port);
+        if (fds[i] < 0)
+            return 3;
+    }
+    uint8_t junk[200];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    uint8_t h[LOOM_BOOT_HELLO_LEN + 8 + LOOM_BOOT_AUTH_LEN];
+    memset(h, 0, sizeof h);
+    struct loom_boot_hello hh = {.magic = LOOM_BOOT_HELLO_MAGIC,
+                                 .version = LOOM_BOOT_VERSION,
+                                 .flags = LOOM_AUTH_FLAG_KEYED, .rank = 1,
+                                 .nranks = 2, .table_hash = 0x1234abcdull,
+                                 .ep_len = 0xffffffffu};
+    loom_boot_hello_encode(&hh, h);
+    int bad = 0;
+    bad |= send(fds[0], junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk;
+    bad |= send(fds[1], h, 12, MSG_NOSIGNAL) != 12; /* truncated, then closed */
+    close(fds[1]);
+    bad |= send(fds[2], h, LOOM_BOOT_HELLO_LEN, MSG_NOSIGNAL) != LOOM_BOOT_HELLO_LEN;
+    hh.ep_len = 8;
+    loom_boot_hello_encode(&hh, h);
+    bad |= send(fds[3], h, sizeof h, MSG_NOSIGNAL) != sizeof h; /* zero mac */
+    sleep(2);
+    close(fds[0]);
+    close(fds[2]);
+    close(fds[3]);
+    return bad ? 4 : 0;
+}
+
+START_TEST(test_key_strangers_dropped)
+{
+    struct scenario *sc = scenario_new(10.0);
+    for (int r = 0; r < 8; r++)
+        key_of[r] = "the-job-key";
+    ck_assert_uint_eq(mp_run(4, key_stranger_main, sc, 15.0, 0), 0);
+    check_all_ok(sc, 2);
+    /* The impostor was told its key was rejected. */
+    ck_assert_int_eq(sc->out[2].res, LOOM_ERROR_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(sc->out[2].err, "rejected this rank's job key"));
+    scenario_free(sc);
+}
+END_TEST
+
+/* A key file that cannot be read fails the bootstrap, naming the file. */
+START_TEST(test_key_file_missing)
+{
+    setenv("LOOM_JOB_KEY_FILE", "/nonexistent/job.key", 1);
+    unsetenv("LOOM_JOB_KEY");
+    loom_config_reset();
+    char ep[8] = "x", all[EP_STRIDE], err[512];
+    uint64_t id;
+    struct loom_boot_params p = {.struct_size = sizeof p, .rank = 0, .nranks = 1,
+                                 .timeout = 1, .wake_fd = -1};
+    ck_assert_int_eq(loom_bootstrap_exchange(&p, ep, 2, all, EP_STRIDE, &id, err,
+                                             sizeof err),
+                     LOOM_ERROR_IO);
+    ck_assert_str_eq(err, "bootstrap: rank 0: job key file /nonexistent/job.key: "
+                          "No such file or directory");
+    unsetenv("LOOM_JOB_KEY_FILE");
+    loom_config_reset();
+}
+END_TEST
+
 static Suite *bootstrap_suite(void)
 {
     Suite *s = suite_create("bootstrap");
@@ -361,6 +538,10 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_wake_aborts);
     tcase_add_test(tc, test_local_addr);
+    tcase_add_test(tc, test_key_same);
+    tcase_add_loop_test(tc, test_key_refused, 0, 3);
+    tcase_add_test(tc, test_key_strangers_dropped);
+    tcase_add_test(tc, test_key_file_missing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -133,7 +133,7 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c->chunk_size, 1u << 20);
     ck_assert_str_eq(c->algo, "");
     ck_assert_str_eq(c->transport, "tcp");
-    ck_assert_int_eq(c->spin_us, 50);
+    ck_assert_int_eq(c->spin_us, -1);
     ck_assert_ptr_eq(loom_config(), c);
 }
 END_TEST
@@ -255,7 +255,7 @@ START_TEST(test_malformed_file_lines)
     char *err = capture_end();
     char want[256];
     ck_assert_int_eq(c->nsocks, 4);
-    ck_assert_int_eq(c->spin_us, 50);
+    ck_assert_int_eq(c->spin_us, -1);
     snprintf(want, sizeof(want), "%s:2: malformed line", conf_path);
     ck_assert_msg(strstr(err, want), "%s", err);
     snprintf(want, sizeof(want), "LOOM_SPIN_US=\"fast\" (%s:3)", conf_path);

@@ -1,7 +1,9 @@
 /* check_tcp.c - the tcp transport between forked processes on 127.0.0.1:
  * bootstrap, full mesh with 1-3 sockets per peer, byte-exact messages of
  * awkward sizes both ways and around a ring, ordering of many small
- * messages, a killed peer, mismatched frames, the wake fd, and strangers. */
+ * messages, a killed peer, mismatched frames, the wake fd, and strangers;
+ * the job key: same key, wrong or missing key, strangers that speak the
+ * protocol, and the pure hello check. */
 #include "build_config.h"
 
 #include <check.h>
@@ -13,7 +15,12 @@
 
 #include "loom.h"
 #include "util.h"
+#include "auth.h"
+#include "config.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/net.h"
+#include "transport/tcp_check.h"
+#include "transport/tcp_frame.h"
 #include "transport/transport.h"
 #include "mp_util.h"
 
@@ -350,7 +357,7 @@ END_TEST
 
 /* Rank 0 sends (100 bytes, tag 5) then (50 bytes, tag 6); rank 1 posts
  * (50 bytes, tag 5) for the first: a protocol error naming rank 0. With
- * mode 1, lengths agree and the tags do not. */
+ * mode 1, lengths agree and the tags do not: a mismatch of calls. */
 static int mismatch_main(int rank, int n, void *arg)
 {
     struct job *j = arg;
@@ -377,11 +384,15 @@ static int mismatch_main(int rank, int n, void *arg)
         return 21;
     loom_result_t res = wait_all(tx, &r, 1);
     snprintf(rank_err(j, rank), ERRSLOT, "%s", tx->errmsg);
-    if (res != LOOM_ERROR_PROTOCOL || r.status != LOOM_ERROR_PROTOCOL)
+    /* a different tag is another collective call: a mismatch, with what
+     * the peer's frame said kept for the caller to name */
+    loom_result_t want_res = mode ? LOOM_ERROR_MISMATCH : LOOM_ERROR_PROTOCOL;
+    if (res != want_res || r.status != want_res)
         return 30;
-    const char *want = mode ? "sent 50 bytes with tag 5 (message 0, stripe 0) "
-                              "where the posted receive expects 50 bytes with "
-                              "tag 6"
+    if (mode && (!tx->mismatch.valid || tx->mismatch.peer != 0 || tx->mismatch.tag != 5))
+        return 32;
+    const char *want = mode ? "is in another collective call (call 5, 0x00000000, "
+                              "count 0; this rank is in call 6, 0x00000000, count 0)"
                             : "sent 100 bytes with tag 5 (message 0, stripe 0) "
                               "where the posted receive expects 50 bytes with "
                               "tag 5";
@@ -397,6 +408,53 @@ START_TEST(test_frame_mismatch)
 {
     struct job *j = job_new(_i ? 3 : 1);
     job_check(j, mp_run(2, mismatch_main, j, 15.0, 0), 2);
+}
+END_TEST
+
+/* Rank 0 shuts its transport down with a receive pending: the receive fails
+ * with the given result, later posts fail at once, and rank 1 sees the
+ * links close promptly. */
+static int shutdown_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t buf[16];
+    struct loom_tx_req r = {.peer = 1 - rank, .buf = buf, .len = sizeof buf};
+    if (tx->ops->irecv(tx, &r))
+        return 21;
+    if (rank == 1) {
+        double t0 = mp_now();
+        loom_result_t res = wait_all(tx, &r, 1);
+        snprintf(rank_err(j, rank), ERRSLOT, "%s", tx->errmsg);
+        if (res != LOOM_ERROR_REMOTE || r.status != LOOM_ERROR_REMOTE ||
+            mp_now() - t0 > 3.0 || !strstr(tx->errmsg, "rank 0 (127.0.0.1:"))
+            return 30;
+        rank_err(j, rank)[0] = '\0';
+        loom_tx_close(tx);
+        return 0;
+    }
+    usleep(100000);
+    tx->ops->progress(tx, 0);
+    tx->ops->shutdown(tx, LOOM_ERROR_ABORTED);
+    if (!r.done || r.status != LOOM_ERROR_ABORTED)
+        return 31;
+    struct loom_tx_req s = {.peer = 1, .buf = buf, .len = 1};
+    if (tx->ops->isend(tx, &s) != LOOM_ERROR_ABORTED || !s.done ||
+        !strstr(tx->errmsg, "the transport was shut down"))
+        return 32;
+    if (tx->ops->progress(tx, 0) != LOOM_SUCCESS)
+        return 33;
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_shutdown)
+{
+    struct job *j = job_new(2);
+    job_check(j, mp_run(2, shutdown_main, j, 15.0, 0), 2);
 }
 END_TEST
 
@@ -421,15 +479,19 @@ static int wake_main(int rank, int n, void *arg)
     int rc = setup(j, rank, n, &tx);
     if (rc)
         return rc;
-    uint8_t b = 0;
+    uint8_t b = 0, got = 0;
     if (rank == 1) {
         struct loom_tx_req r = {.peer = 0, .buf = &b, .len = 1};
         if (tx->ops->irecv(tx, &r) || wait_all(tx, &r, 1) || b != 42)
             return 21;
+        b = 43; /* answers rank 0's receive that the wake interrupted */
+        struct loom_tx_req s = {.peer = 0, .buf = &b, .len = 1};
+        if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
+            return 22;
         loom_tx_close(tx);
         return 0;
     }
-    struct loom_tx_req r = {.peer = 1, .buf = &b, .len = 1};
+    struct loom_tx_req r = {.peer = 1, .buf = &got, .len = 1};
     if (tx->ops->irecv(tx, &r))
         return 21;
     pthread_t th;
@@ -438,8 +500,11 @@ static int wake_main(int rank, int n, void *arg)
     loom_result_t res = tx->ops->progress(tx, -1);
     double dt = mp_now() - t0;
     pthread_join(th, NULL);
+    snprintf(rank_err(j, rank), ERRSLOT, "progress: %s after %.3f s, done %d",
+             loom_result_string(res), dt, r.done);
     if (res != LOOM_SUCCESS || r.done || dt < 0.15 || dt > 1.5)
         return 30;
+    rank_err(j, rank)[0] = '\0';
     uint64_t v = 0;
     if (read(j->wake_fd, &v, sizeof v) != sizeof v || v != 1)
         return 31; /* the transport must not consume it */
@@ -447,6 +512,8 @@ static int wake_main(int rank, int n, void *arg)
     struct loom_tx_req s = {.peer = 1, .buf = &b, .len = 1};
     if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
         return 32;
+    if (wait_all(tx, &r, 1) || got != 43)
+        return 33;
     loom_tx_close(tx);
     return 0;
 }
@@ -571,6 +638,305 @@ START_TEST(test_registry_and_arguments)
 }
 END_TEST
 
+/* ---------------------------------------------------------- job key tests */
+
+/* Keys come from LOOM_JOB_KEY (read by both the bootstrap and connect_all):
+ * set in the test before the ranks fork. */
+static void set_job_key(const char *key)
+{
+    if (key)
+        setenv("LOOM_JOB_KEY", key, 1);
+    else
+        unsetenv("LOOM_JOB_KEY");
+    unsetenv("LOOM_JOB_KEY_FILE");
+    loom_config_reset();
+}
+
+START_TEST(test_key_same)
+{
+    set_job_key("the-tcp-job-key");
+    struct job *j = job_new(2);
+    job_check(j, mp_run(3, all_to_all_main, j, 40.0, 0), 3);
+}
+END_TEST
+
+/* Slot where the stranger thread of rank 0 leaves what it saw. */
+#define STRANGER_SLOT 31
+
+struct stranger_arg {
+    struct sockaddr_in sin;
+    char *out;
+};
+
+static int stranger_connect(const struct sockaddr_in *sin, uint8_t *chal)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof *sin) != 0)
+        return -1;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (recv(fd, chal, LOOM_AUTH_MSG_LEN, MSG_WAITALL) != LOOM_AUTH_MSG_LEN) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A signed hello from "rank 1" to rank 0 with the given key and comm id. */
+static void stranger_hello(const char *keytext, uint64_t comm_id, uint16_t sock,
+                           const uint8_t *chal, uint8_t *out)
+{
+    struct loom_auth_key key;
+    loom_auth_key_set(&key, keytext, strlen(keytext));
+    struct loom_tcp_hello h = {.magic = LOOM_TCP_HELLO_MAGIC,
+                               .version = LOOM_TCP_VERSION, .sock = sock,
+                               .from = 1, .to = 0, .comm_id = comm_id,
+                               .nonce = 0};
+    loom_tcp_hello_encode(&h, out);
+    uint8_t cc[LOOM_AUTH_CHAL_LEN];
+    memset(cc, 0x33, sizeof cc);
+    loom_tcp_hello_sign(&key, chal + 8, cc, out, out + LOOM_TCP_HELLO_LEN);
+}
+
+/* Rank 0's stranger thread, while rank 0 runs connect_all: random bytes, a
+ * truncated hello, a hello with the right key for another communicator, a
+ * hello signed with a wrong key (which must be answered with a refusal),
+ * and a silent connection. It writes "refused" when the refusal came. */
+static void *stranger_thread(void *argp)
+{
+    struct stranger_arg *a = argp;
+    uint8_t chal[LOOM_AUTH_MSG_LEN], msg[LOOM_TCP_SIGNED_HELLO_LEN];
+    int fd = stranger_connect(&a->sin, chal);
+    if (fd >= 0) {
+        for (size_t i = 0; i < sizeof msg; i++)
+            msg[i] = (uint8_t)(i * 131 + 7);
+        send(fd, msg, sizeof msg, MSG_NOSIGNAL);
+        close(fd);
+    }
+    fd = stranger_connect(&a->sin, chal);
+    if (fd >= 0) {
+        stranger_hello("the-tcp-job-key", 1, 0, chal, msg);
+        send(fd, msg, 50, MSG_NOSIGNAL);
+        close(fd);
+    }
+    fd = stranger_connect(&a->sin, chal);
+    if (fd >= 0) {
+        stranger_hello("the-tcp-job-key", 0xdeadbeefull, 0, chal, msg);
+        send(fd, msg, sizeof msg, MSG_NOSIGNAL);
+        uint8_t proof[LOOM_AUTH_MSG_LEN];
+        /* Dropped: closed without a proof. */
+        if (recv(fd, proof, sizeof proof, MSG_WAITALL) == 0)
+            strcat(a->out, "other-comm-dropped ");
+        close(fd);
+    }
+    fd = stranger_connect(&a->sin, chal);
+    if (fd >= 0) {
+        stranger_hello("a-wrong-key", 1, 0, chal, msg);
+        send(fd, msg, sizeof msg, MSG_NOSIGNAL);
+        uint8_t proof[LOOM_AUTH_MSG_LEN];
+        if (recv(fd, proof, sizeof proof, MSG_WAITALL) == sizeof proof &&
+            loom_get_le32(proof) == LOOM_TCP_PROOF_MAGIC &&
+            (loom_get_le16(proof + 6) & LOOM_TCP_PROOF_REFUSED))
+            strcat(a->out, "refused");
+        close(fd);
+    }
+    fd = stranger_connect(&a->sin, chal); /* silent until the process ends */
+    (void)fd;
+    return NULL;
+}
+
+static struct job *stranger_job;
+
+static int key_strangers(int rank, const void *my_ep)
+{
+    if (rank != 0) {
+        usleep(300000); /* let the strangers come first */
+        return 0;
+    }
+    static struct stranger_arg a;
+    const uint8_t *e = my_ep;
+    a.sin.sin_family = AF_INET;
+    memcpy(&a.sin.sin_port, e + 2, 2);
+    memcpy(&a.sin.sin_addr, e + 4, 4);
+    a.out = rank_err(stranger_job, STRANGER_SLOT);
+    pthread_t t;
+    if (pthread_create(&t, NULL, stranger_thread, &a) != 0)
+        return 1;
+    pthread_detach(t);
+    return 0;
+}
+
+START_TEST(test_key_strangers_dropped)
+{
+    set_job_key("the-tcp-job-key");
+    struct job *j = job_new(2);
+    j->before_connect = key_strangers;
+    stranger_job = j;
+    unsigned failed = mp_run(3, all_to_all_main, j, 40.0, 0);
+    ck_assert_str_eq(rank_err(j, STRANGER_SLOT), "other-comm-dropped refused");
+    rank_err(j, STRANGER_SLOT)[0] = '\0';
+    job_check(j, failed, 3);
+}
+END_TEST
+
+/* Rank 2 switches key after the bootstrap: _i = 0 another key, 1 none. */
+static const char *key_switch_to;
+
+static int switch_key(int rank, const void *my_ep)
+{
+    (void)my_ep;
+    if (rank == 2)
+        set_job_key(key_switch_to);
+    return 0;
+}
+
+START_TEST(test_key_refused)
+{
+    set_job_key("the-tcp-job-key");
+    key_switch_to = _i == 0 ? "another-key" : NULL;
+    struct job *j = job_new(1);
+    j->connect_timeout = 1.5;
+    j->before_connect = switch_key;
+    double t0 = mp_now();
+    unsigned failed = mp_run(3, all_to_all_main, j, 20.0, 0);
+    ck_assert_uint_eq(failed, 7);
+    ck_assert_double_lt(mp_now() - t0, 5.0);
+    /* Rank 2 hears from whichever of ranks 0 and 1 answers first. */
+    ck_assert_msg(strstr(rank_err(j, 2), "connect_all: tcp: rank ") &&
+                      strstr(rank_err(j, 2), " (127.0.0.1:") &&
+                      strstr(rank_err(j, 2), "rejected this rank's job key"),
+                  "rank 2: %s", rank_err(j, 2));
+    /* The others name rank 2 as the one that never connected. */
+    ck_assert_msg(strstr(rank_err(j, 0), "rank 2 (127.0.0.1:") &&
+                      strstr(rank_err(j, 0), "(it never connected)"),
+                  "rank 0: %s", rank_err(j, 0));
+    munmap(j->errs, 32 * ERRSLOT);
+    free(j);
+}
+END_TEST
+
+/* The pure hello check on tampered hellos (no sockets). */
+START_TEST(test_hello_check)
+{
+    struct loom_auth_key key, other, none;
+    loom_auth_key_set(&key, "k", 1);
+    loom_auth_key_set(&other, "q", 1);
+    loom_auth_key_set(&none, NULL, 0);
+    uint8_t ca[LOOM_AUTH_CHAL_LEN], cc[LOOM_AUTH_CHAL_LEN];
+    memset(ca, 1, sizeof ca);
+    memset(cc, 2, sizeof cc);
+    struct loom_tcp_hello_expect e = {.rank = 0, .nranks = 4, .nsocks = 2,
+                                      .comm_id = 99, .nonce = 1234, .key = &key,
+                                      .ca = ca};
+    uint8_t msg[LOOM_TCP_SIGNED_HELLO_LEN], proof[LOOM_AUTH_MSG_LEN];
+    struct loom_tcp_hello h = {.magic = LOOM_TCP_HELLO_MAGIC,
+                               .version = LOOM_TCP_VERSION, .sock = 1, .from = 3,
+                               .to = 0, .comm_id = 99, .nonce = 1234}, got;
+    char why[300];
+    loom_tcp_hello_encode(&h, msg);
+    ck_assert_int_eq(loom_tcp_hello_sign(&key, ca, cc, msg, msg + LOOM_TCP_HELLO_LEN), 0);
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
+                     LOOM_TCP_HELLO_OK);
+    ck_assert_uint_eq(got.from, 3);
+    ck_assert_uint_eq(got.sock, 1);
+    /* The proof verifies for the connector with the same key only. */
+    ck_assert_int_eq(loom_tcp_proof_make(&key, 0, msg, ca, proof), 0);
+    ck_assert_int_eq(loom_tcp_proof_check(&key, proof, ca, cc, msg, why, sizeof why),
+                     LOOM_TCP_HELLO_OK);
+    ck_assert_int_eq(loom_tcp_proof_check(&other, proof, ca, cc, msg, why,
+                                          sizeof why),
+                     LOOM_TCP_HELLO_BAD_KEY);
+    ck_assert_str_eq(why, "could not prove the job key (the keys differ)");
+    ck_assert_int_eq(loom_tcp_proof_make(&key, 1, msg, ca, proof), 0);
+    ck_assert_int_eq(loom_tcp_proof_check(&key, proof, ca, cc, msg, why, sizeof why),
+                     LOOM_TCP_HELLO_BAD_KEY);
+    ck_assert_ptr_nonnull(strstr(why, "rejected this rank's job key"));
+    /* Another key, no key, another challenge. */
+    e.key = &other;
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
+                     LOOM_TCP_HELLO_BAD_KEY);
+    ck_assert_str_eq(why, "job key does not match");
+    e.key = &none;
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
+                     LOOM_TCP_HELLO_BAD_KEY);
+    ck_assert_str_eq(why, "job key does not match (it has a job key, this rank has none)");
+    e.key = &key;
+    uint8_t ca2[LOOM_AUTH_CHAL_LEN];
+    memset(ca2, 9, sizeof ca2);
+    e.ca = ca2;
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
+                     LOOM_TCP_HELLO_BAD_KEY);
+    e.ca = ca;
+    /* Right key, wrong job or addressee: dropped with the reason. */
+    struct {
+        uint64_t comm_id, nonce;
+        uint32_t from;
+        uint16_t sock;
+        const char *why;
+    } bad[] = {
+        {98, 1234, 3, 1, "communicator id 0x0000000000000062, expected "
+                         "0x0000000000000063 (another job?)"},
+        {99, 1235, 3, 1, "addressed to rank 0 of another instance"},
+        {99, 1234, 4, 1, "claims to be rank 4, which connects the other way or "
+                         "does not exist"},
+        {99, 1234, 3, 0xffff, "socket index 65535, only 2 per peer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct loom_tcp_hello b = h;
+        b.comm_id = bad[i].comm_id;
+        b.nonce = bad[i].nonce;
+        b.from = bad[i].from;
+        b.sock = bad[i].sock;
+        loom_tcp_hello_encode(&b, msg);
+        loom_tcp_hello_sign(&key, ca, cc, msg, msg + LOOM_TCP_HELLO_LEN);
+        ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
+                         LOOM_TCP_HELLO_DROP);
+        ck_assert_str_eq(why, bad[i].why);
+    }
+    memset(msg, 'x', 4);
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
+                     LOOM_TCP_HELLO_DROP);
+    ck_assert_str_eq(why, "wrong magic 0x78787878 (not a Loom peer)");
+}
+END_TEST
+
+/* The receive path's header check (tcp_check.h), each rule in turn. */
+START_TEST(test_frame_check)
+{
+    struct loom_tcp_expect e = {.comm_id = 7, .seq = 3, .stripe = 1, .len = 100,
+                                .tag = 9, .sock_index = 1};
+    struct loom_tcp_frame f = {.magic = LOOM_TCP_FRAME_MAGIC,
+                               .version = LOOM_TCP_VERSION, .stripe = 1, .tag = 9,
+                               .comm_id = 7, .seq = 3, .len = 100};
+    char why[300] = "";
+    ck_assert_int_eq(loom_tcp_frame_check(&f, &e, why, sizeof why), 0);
+    struct loom_tcp_frame b = f;
+    b.magic = 1;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent a frame with bad magic 0x00000001");
+    b = f;
+    b.version = 9;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent protocol version 9, expected 1");
+    b = f;
+    b.comm_id = 8;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent a frame of communicator 0x0000000000000008, "
+                          "expected 0x0000000000000007");
+    b = f;
+    b.stripe = 2;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent message 3 stripe 2 on socket 1 where message 3 "
+                          "stripe 1 was expected");
+    b = f;
+    b.len = (uint64_t)1 << 62;
+    ck_assert_int_eq(loom_tcp_frame_check(&b, &e, why, sizeof why), -1);
+    ck_assert_str_eq(why, "sent 4611686018427387904 bytes with tag 9 (message 3, "
+                          "stripe 1) where the posted receive expects 100 bytes "
+                          "with tag 9");
+}
+END_TEST
+
 static Suite *tcp_suite(void)
 {
     Suite *s = suite_create("tcp");
@@ -586,9 +952,15 @@ static Suite *tcp_suite(void)
     tcase_add_test(tf, test_killed_peer);
     tcase_add_loop_test(tf, test_frame_mismatch, 0, 2);
     tcase_add_test(tf, test_wake_fd);
+    tcase_add_test(tf, test_shutdown);
     tcase_add_test(tf, test_strangers_during_connect);
     tcase_add_test(tf, test_connect_timeout_names_peer);
     tcase_add_test(tf, test_registry_and_arguments);
+    tcase_add_test(tf, test_key_same);
+    tcase_add_test(tf, test_key_strangers_dropped);
+    tcase_add_loop_test(tf, test_key_refused, 0, 2);
+    tcase_add_test(tf, test_hello_check);
+    tcase_add_test(tf, test_frame_check);
     suite_add_tcase(s, tf);
     return s;
 }

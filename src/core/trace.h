@@ -1,0 +1,45 @@
+/* trace.h - the flight recorder: each communicator's last LOOM_TRACE_LEN
+ * calls with their state, dumped as JSON to LOOM_TRACE_DIR on a timeout, an
+ * abort, or SIGUSR1, so that a hung or failed job can be read afterwards. */
+#ifndef LOOM_TRACE_H
+#define LOOM_TRACE_H
+
+#include <stdint.h>
+
+#include "loom.h"
+
+#define LOOM_TRACE_LEN 64
+
+enum loom_trace_state {
+    LOOM_TRACE_QUEUED = 0,
+    LOOM_TRACE_RUNNING,
+    LOOM_TRACE_DONE,
+    LOOM_TRACE_FAILED
+};
+
+struct loom_trace_rec {
+    uint64_t seq;
+    uint32_t desc;          /* the call's fingerprint (coll.h)             */
+    uint64_t count;
+    int state;
+    loom_result_t result;
+    uint64_t t_enqueue_ns, t_start_ns, t_end_ns;
+};
+
+struct loom_comm;
+struct loom_op;
+
+/* Called with comm->lock held (enqueue) or not (start/end take it). */
+void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op);
+void loom_trace_start(struct loom_comm *comm, const struct loom_op *op);
+void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
+                    loom_result_t res);
+/* Write comm's record to LOOM_TRACE_DIR (when set). reason: "timeout",
+ * "abort", "signal". Never called with comm->lock held. */
+void loom_trace_dump(struct loom_comm *comm, const char *reason);
+/* Track live communicators for SIGUSR1 (installs the handler once, when
+ * LOOM_TRACE_DIR is set and SIGUSR1 is not otherwise handled). */
+void loom_trace_register(struct loom_comm *comm);
+void loom_trace_unregister(struct loom_comm *comm);
+
+#endif
