@@ -124,29 +124,31 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
 }
 
 /* Automatic choice, from a table measured with `test_algos --bench N`
- * (loopback TCP, 2 shared cores, every algorithm interleaved per size, best
- * of three rounds). Allreduce, microseconds per float32 sum:
+ * (loopback TCP, 2 shared cores, so 4+ ranks are oversubscribed; every
+ * algorithm interleaved per size, best of three rounds, slowest rank).
+ * Allreduce, microseconds per float32 sum:
  *
- *   n  bytes    ring     rd     rhd    tree   chosen
- *   2  8         138     66     134     150   rd
- *   2  512K      338    260     334     356   rd
- *   2  2M        849   1092     874    1205   ring
- *   4  8         408    353     529     826   rd
- *   4  32K       813    478     670    1380   rd
- *   4  128K      862    968     628     999   rhd
- *   4  512K     2003   2413    1496    2405   rhd
- *   4  8M      17108  30120   19327   24240   ring
- *   6  128K     1178    701     806    1125   rd
- *   6  2M       8883  15647   12053   14277   ring
- *   8  8        1371    974    1110    2935   rd
- *   8  32K      3102   1117    1354    2617   rd
- *   8  128K     4767   2247    1918    3149   rhd
- *   8  2M      14128  18139   10473   13418   rhd
- *   8  8M      44593 148573   48169   75219   ring
- *  16  32K      6818   2055    2539    3951   rd
- *  16  512K     9720  14611    7478    8445   rhd
+ *   n  bytes    ring     rd    tree     rhd   chosen
+ *   2  16        136     65     139     130   rd
+ *   2  256K      266    169     219     259   rd
+ *   2  1M        487    441     579     522   ring
+ *   3  384K      288    255     233     276   rd
+ *   3  1.5M      767    777     858     791   ring
+ *   4  32         94     32     102      62   rd
+ *   4  32K       141     79     150     110   rd
+ *   4  128K      259    272     306     244   rhd
+ *   4  512K      682    825     762     749   ring
+ *   6  48K       182    101     167     128   rd
+ *   6  192K      302    340     308     303   ring
+ *   8  64        244    109     268     192   rd
+ *   8  16K       332    172     311     265   rd
+ *   8  256K     1229   1387    1161     927   rhd
+ *   8  1M       3464   5441    3438    3188   rhd
+ *   8  4M      14553  25217   17475   14963   ring
+ *  16  32K      6818   2055    3951    2539   rd   (before the yield
+ *  16  512K     9720  14611    8445    7478   rhd   policy of p2p.c)
  *
- * The tree beats the ring up to 2M at 8 and 16 ranks but never beats
+ * The tree beats the ring from 64K to 1M at 8 ranks but never beats
  * recursive doubling or halving-doubling here, where a message costs tens
  * of microseconds of scheduling: its tree_max is 0 in every row (a table
  * for real links, where its pipelining pays, sets it). Rows: the first
@@ -164,11 +166,11 @@ struct allreduce_row {
 static const struct allreduce_row allreduce_table[] = {
     {2, 1, 512 << 10, 0, 0},
     {3, 0, 512 << 10, 0, 0},
-    {4, 1, 32 << 10, 0, 1 << 20},
-    {8, 1, 32 << 10, 0, 2 << 20},
-    {8, 0, 512 << 10, 0, 0},
-    {1 << 30, 1, 32 << 10, 0, 2 << 20},
-    {1 << 30, 0, 32 << 10, 0, 512 << 10},
+    {4, 1, 32 << 10, 0, 256 << 10},
+    {8, 1, 32 << 10, 0, 1 << 20},
+    {8, 0, 64 << 10, 0, 0},
+    {1 << 30, 1, 32 << 10, 0, 1 << 20},
+    {1 << 30, 0, 32 << 10, 0, 0},
 };
 
 /* Broadcast: binomial below, then the chain (scatter + allgather moves more
