@@ -18,7 +18,12 @@ enum loom_algo {
     LOOM_ALGO_RD,         /* recursive doubling allreduce                  */
     LOOM_ALGO_CHAIN,      /* pipelined chain: broadcast, reduce            */
     LOOM_ALGO_BINOMIAL,   /* binomial tree broadcast                       */
-    LOOM_ALGO_DISSEMINATION /* barrier                                     */
+    LOOM_ALGO_DISSEMINATION, /* barrier                                    */
+    LOOM_ALGO_TREE,       /* pipelined double binary tree allreduce        */
+    LOOM_ALGO_RHD,        /* recursive halving-doubling allreduce          */
+    LOOM_ALGO_BRUCK,      /* Bruck / recursive doubling allgather          */
+    LOOM_ALGO_SCATTER_ALLGATHER, /* broadcast: scatter + ring allgather    */
+    LOOM_ALGO_COUNT
 };
 
 const char *loom_algo_name(enum loom_algo algo);
@@ -26,10 +31,18 @@ const char *loom_algo_name(enum loom_algo algo);
 /* Run op on comm now. Sets comm's error message on failure. */
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op);
 
-/* The algorithm chosen for op (selection by size and rank count, or
- * LOOM_ALGO). Exposed for the perf tools' headers and tests. */
+/* The algorithm chosen for op (LOOM_ALGO, else the table in coll.c by
+ * collective, size and rank count). Exposed for the perf tools' headers
+ * and tests; cheap enough for every call. */
 enum loom_algo loom_coll_select(const struct loom_comm *comm,
                                 const struct loom_op *op);
+
+/* The automatic choice for a collective of bytes bytes (allgather: bytes
+ * per rank) over nranks ranks, ignoring LOOM_ALGO. */
+enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks);
+
+/* Does algo serve that collective? */
+int loom_algo_serves(enum loom_algo algo, enum loom_op_kind kind);
 
 /* Parse LOOM_ALGO ("ring", "allreduce=rd,broadcast=chain"). Writes the
  * override for each op kind (LOOM_ALGO_AUTO where none). Returns -1 and a
@@ -96,6 +109,11 @@ loom_result_t loom_chain_broadcast(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_chain_reduce(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_binomial_broadcast(struct loom_comm *comm,
                                       struct loom_op *op);
+loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_rhd_allreduce(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_bruck_allgather(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_scatter_allgather_broadcast(struct loom_comm *comm,
+                                               struct loom_op *op);
 loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
                                          struct loom_op *op);
 

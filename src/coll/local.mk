@@ -8,4 +8,22 @@ libloom_core_la_SOURCES += \
 	src/coll/rd.c \
 	src/coll/chain.c \
 	src/coll/binomial.c \
-	src/coll/barrier.c
+	src/coll/barrier.c \
+	src/coll/tree_math.h \
+	src/coll/tree.c \
+	src/coll/rhd.c \
+	src/coll/bruck.c \
+	src/coll/scatter_bcast.c
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_algos
+TESTS += tests/unit/check_algos
+tests_unit_check_algos_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_algos_LDADD = $(TEST_LIBS)
+endif
+
+check_PROGRAMS += tests/integration/test_algos
+tests_integration_test_algos_SOURCES = tests/integration/test_algos.c \
+	tests/integration/coll_check.h tests/integration/harness.h
+tests_integration_test_algos_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_algos
