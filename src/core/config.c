@@ -90,6 +90,8 @@ static const struct config_var config_vars[] = {
      "transport to use: tcp, ofi or verbs (as built)", "tcp|ofi|verbs"},
     {"LOOM_SPIN_US", CONFIG_INT, "-1", FIELD(spin_us), -1, 1000000, 0,
      "microseconds to busy-poll before yielding; -1: 50, or 0 when this host has more ranks than CPUs", NULL},
+    {"LOOM_SHM", CONFIG_INT, "1", FIELD(shm), 0, 1, 0,
+     "1: ranks of one server move data through shared memory; 0: only the network", NULL},
     {"LOOM_CONF_FILE", CONFIG_STRING, CONFIG_DEFAULT_FILE, NO_FIELD, 0, 0, 0, 0,
      "this configuration file (environment only)", NULL},
     {"LOOM_RANK_TABLE", CONFIG_STRING, "", NO_FIELD, 0, 0, 0, 0,

@@ -26,6 +26,7 @@ struct loom_config {
     char algo[256];               /* LOOM_ALGO: "ring" or "allreduce=ring,..." */
     char transport[32];           /* LOOM_TRANSPORT: tcp (default)             */
     int spin_us;                  /* LOOM_SPIN_US: busy-poll before yielding (-1 auto) */
+    int shm;                      /* LOOM_SHM: same-server ranks share memory (1) */
 };
 
 /* The configuration, read on first use (thread-safe); never NULL. */
