@@ -35,6 +35,8 @@
  * network even though its ranks may share this host (loopback tables). */
 static __thread int shm_suppress;
 
+int loom_shm_test_no_cma;
+
 /* What each rank tells the others at setup. */
 struct shm_hello {
     uint64_t pid;
@@ -216,7 +218,7 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
     for (int k = 0; k < s->n && ok; k++)
         if (k != s->me && loom_shm_pid_gone(s->pids[k]))
             ok = 0;
-    int cma = ok && probe_cma(s, all);
+    int cma = ok && !loom_shm_test_no_cma && probe_cma(s, all);
     int32_t flags[2] = {ok, cma}, agreed[2];
     res = loom_allreduce(flags, agreed, 2, LOOM_INT32, LOOM_MIN, comm, NULL);
     if (res == LOOM_SUCCESS) {

@@ -39,4 +39,8 @@ loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op,
 const char *loom_shm_algo_name(const struct loom_comm *comm,
                                const struct loom_op *op);
 
+/* For tests: nonzero before a communicator is created makes it use the
+ * two-copy path even where cross-memory attach works. */
+extern int loom_shm_test_no_cma;
+
 #endif
