@@ -50,11 +50,16 @@ loom_result_t loom_shm_inter(struct loom_shm_ctx *x, struct loom_comm *sub, void
 loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op, int *handled)
 {
     *handled = 0;
+    struct loom_shm *s = comm->shm;
+    if (!s)
+        return LOOM_SUCCESS;
+    /* every call, also those run over the network, so that a peer that
+     * waits here in shared memory can name a different call */
+    loom_shm_publish_call(s, op);
     if (!loom_shm_usable(comm, op))
         return LOOM_SUCCESS;
     *handled = 1;
-    struct loom_shm *s = comm->shm;
-    struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op};
+    struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op, .start = s->epoch};
     size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
     int cma = s->cma;
     LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s (%s), %d ranks",

@@ -30,6 +30,12 @@ struct loom_shm_ctrl {
     int32_t pid;
     uint32_t failed;                        /* this rank's op failed      */
     int32_t blame;                          /* comm rank it blames, -1    */
+    /* the fingerprint of this rank's call #seq, at [seq & 1]: a peer is at
+     * most one call ahead, so the entry for a reader's call stays intact */
+    struct {
+        uint64_t seq, count;
+        uint32_t desc, pad;
+    } fp[2];
 };
 
 struct loom_shm_hdr {
@@ -62,6 +68,7 @@ struct loom_shm_ctx {
     struct loom_comm *comm;
     struct loom_shm *s;
     const struct loom_op *op;
+    uint32_t start;               /* epoch when the op began                */
 };
 
 /* wait.c */
@@ -76,6 +83,8 @@ loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
                                 uint64_t addr, size_t len);
 /* Record a failure on comm (message already set) and tell local peers. */
 void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame);
+/* Publish this rank's call (every call, network ones too). */
+void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op);
 /* Whether the process pid has ended (gone or a zombie). */
 int loom_shm_pid_gone(pid_t pid);
 

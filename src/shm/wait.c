@@ -87,6 +87,41 @@ void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame)
     futex(&c->epoch, FUTEX_WAKE, INT_MAX, NULL);
 }
 
+void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op)
+{
+    struct loom_shm_ctrl *c = &s->ctrl[s->me];
+    int k = (int)(op->seq & 1);
+    __atomic_store_n(&c->fp[k].seq, 0, __ATOMIC_RELEASE);
+    c->fp[k].desc = loom_op_desc(op);
+    c->fp[k].count = op->count;
+    __atomic_store_n(&c->fp[k].seq, op->seq, __ATOMIC_RELEASE);
+}
+
+/* Peer j announced this call number with another call: name both. */
+static loom_result_t check_call(struct loom_shm_ctx *x, int j)
+{
+    struct loom_shm *s = x->s;
+    const struct loom_op *op = x->op;
+    int k = (int)(op->seq & 1);
+    if (__atomic_load_n(&s->ctrl[j].fp[k].seq, __ATOMIC_ACQUIRE) != op->seq)
+        return LOOM_SUCCESS;
+    uint32_t desc = s->ctrl[j].fp[k].desc;
+    uint64_t count = s->ctrl[j].fp[k].count;
+    if (__atomic_load_n(&s->ctrl[j].fp[k].seq, __ATOMIC_ACQUIRE) != op->seq ||
+        (desc == loom_op_desc(op) && count == op->count))
+        return LOOM_SUCCESS;
+    char mine[160], theirs[160];
+    loom_op_format(loom_op_desc(op), op->count, op->seq, mine, sizeof mine);
+    loom_op_format(desc, count, op->seq, theirs, sizeof theirs);
+    x->comm->blame = s->ranks[j];
+    loom_comm_set_error(x->comm, LOOM_ERROR_MISMATCH,
+                        "collective calls differ: rank %d called %s; %s called %s",
+                        x->comm->rank, mine, loom_comm_describe(x->comm, s->ranks[j]),
+                        theirs);
+    loom_shm_mark_failed(x, s->ranks[j]);
+    return LOOM_ERROR_MISMATCH;
+}
+
 /* Any peer failed or died, or abort/timeout: set the error and return it. */
 static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
                                  uint64_t start_ns)
@@ -100,20 +135,12 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
         loom_shm_mark_failed(x, -1);
         return LOOM_ERROR_ABORTED;
     }
-    if (check_pids)
-        for (int k = 0; k < s->n; k++)
-            if (k != s->me && loom_shm_pid_gone(s->pids[k])) {
-                describe(x, what, sizeof what);
-                loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
-                                    "%s: %s died (process %d is gone) while rank %d "
-                                    "waited for it in shared memory",
-                                    what, loom_comm_describe(comm, s->ranks[k]),
-                                    (int)s->pids[k], comm->rank);
-                loom_shm_mark_failed(x, s->ranks[k]);
-                return LOOM_ERROR_REMOTE;
-            }
+    /* a failed peer first: it names the cause, and may since have exited */
     for (int k = 0; k < s->n; k++)
         if (k != s->me && __atomic_load_n(&s->ctrl[k].failed, __ATOMIC_ACQUIRE)) {
+            loom_result_t mres = check_call(x, k);
+            if (mres < 0)
+                return mres;
             int b = __atomic_load_n(&s->ctrl[k].blame, __ATOMIC_RELAXED);
             describe(x, what, sizeof what);
             if (b >= 0 && b != s->ranks[k])
@@ -127,6 +154,21 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
             loom_shm_mark_failed(x, b >= 0 ? b : s->ranks[k]);
             return LOOM_ERROR_REMOTE;
         }
+    if (check_pids)
+        for (int k = 0; k < s->n; k++)
+            if (k != s->me && loom_shm_pid_gone(s->pids[k])) {
+                describe(x, what, sizeof what);
+                loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
+                                    "%s: %s died (process %d is gone) while rank %d "
+                                    "waited for it in shared memory",
+                                    what, loom_comm_describe(comm, s->ranks[k]),
+                                    (int)s->pids[k], comm->rank);
+                loom_shm_mark_failed(x, s->ranks[k]);
+                return LOOM_ERROR_REMOTE;
+            }
+    loom_result_t cres = check_call(x, j);
+    if (cres < 0)
+        return cres;
     if (comm->timeout > 0 && start_ns &&
         (double)(loom_now_ns() - start_ns) * 1e-9 > comm->timeout) {
         describe(x, what, sizeof what);
@@ -140,7 +182,18 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
     return LOOM_SUCCESS;
 }
 
+static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target);
+
 loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target)
+{
+    loom_result_t res = wait_phase(x, j, target);
+    /* the first phase of a call: the peer is in this call or the next */
+    if (res == LOOM_SUCCESS && target == x->start + 1)
+        res = check_call(x, j);
+    return res;
+}
+
+static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
 {
     struct loom_shm *s = x->s;
     struct loom_comm *comm = x->comm;
