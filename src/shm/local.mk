@@ -13,3 +13,5 @@ tests_integration_test_shm_SOURCES = tests/integration/test_shm.c \
 	tests/integration/coll_check.h tests/integration/harness.h
 tests_integration_test_shm_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_shm
+
+EXTRA_DIST += docs/shm.md
