@@ -16,6 +16,7 @@
 #include "coll/coll.h"
 #include "comm.h"
 #include "config.h"
+#include "shm/shm.h"
 #include "util.h"
 
 void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
@@ -83,6 +84,7 @@ static void comm_free(struct loom_comm *comm)
 {
     if (!comm)
         return;
+    loom_shm_destroy(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
     if (comm->wake_fd >= 0)
@@ -95,6 +97,7 @@ static void comm_free(struct loom_comm *comm)
     free(comm->ring);
     free(comm->host_of);
     free(comm->local_ranks);
+    free(comm->server_of);
     free(comm->scratch);
     free(comm->reqs);
     pthread_mutex_destroy(&comm->lock);
@@ -237,7 +240,7 @@ static loom_result_t comm_topology(struct loom_comm *comm)
     LOOM_INFO(LOOM_SUB_INIT, "rank %d: %d of %d ranks on this host, %d CPUs%s", comm->rank,
               comm->local_size, comm->nranks, ncpu,
               comm->oversubscribed ? ": oversubscribed, waiting ranks yield" : "");
-    return LOOM_SUCCESS;
+    return loom_shm_setup(comm);
 }
 
 /* Open the transport, rendezvous at root, connect everyone, start. */
@@ -382,12 +385,16 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
         k += cnt;
     }
     res = LOOM_SUCCESS;
+    comm->server_of = calloc((size_t)n, sizeof *comm->server_of);
+    if (!comm->server_of)
+        res = LOOM_ERROR_NO_MEMORY;
     loom_rank_info_t root, me;
     loom_ranktable_rank_info(rt, 0, &root);
     loom_ranktable_rank_info(rt, rank, &me);
     for (int r = 0; r < n && res == LOOM_SUCCESS; r++) {
         loom_rank_info_t ri;
         loom_ranktable_rank_info(rt, r, &ri);
+        comm->server_of[r] = ri.server_index;
         if (set_desc(comm, r, "rank %d (server %s, %s:%d)", r, ri.server_id,
                      ri.address ? ri.address : "?", ri.port) < 0)
             res = LOOM_ERROR_NO_MEMORY;

@@ -66,6 +66,9 @@ struct loom_comm {
     int *host_of;                 /* host index (0..nhosts-1) of each rank   */
     int *local_ranks;             /* ranks on this host, ascending           */
     int local_index;              /* this rank's place in local_ranks        */
+    int *server_of;               /* rank table's server index of each rank;
+                                     NULL for tcp:// and split communicators */
+    void *shm;                    /* shared-memory state (src/shm), or NULL  */
 
     /* tuning, from the configuration at creation */
     size_t chunk_size;

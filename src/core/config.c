@@ -98,6 +98,8 @@ static const struct config_var config_vars[] = {
      "job secret: connections must prove it (HMAC); \"\" = job identity checks only", NULL},
     {"LOOM_JOB_KEY_FILE", CONFIG_STRING, "", FIELD(job_key_file), 0, 0, 0,
      "file holding the job secret (trailing newline dropped; keep it mode 0600)", NULL},
+    {"LOOM_SHM", CONFIG_INT, "1", FIELD(shm), 0, 1, 0,
+     "1: ranks of one server move data through shared memory; 0: only the network", NULL},
     {"LOOM_CONF_FILE", CONFIG_STRING, CONFIG_DEFAULT_FILE, NO_FIELD, 0, 0, 0, 0,
      "this configuration file (environment only)", NULL},
     {"LOOM_RANK_TABLE", CONFIG_STRING, "", NO_FIELD, 0, 0, 0, 0,

@@ -30,6 +30,7 @@ struct loom_config {
     char job_key[256];            /* LOOM_JOB_KEY: shared secret ("" = none)  */
     char job_key_file[256];       /* LOOM_JOB_KEY_FILE: file holding the key  */
     int spin_us;                  /* LOOM_SPIN_US: busy-poll before yielding (-1 auto) */
+    int shm;                      /* LOOM_SHM: same-server ranks share memory (1) */
 };
 
 /* The configuration, read on first use (thread-safe); never NULL. */

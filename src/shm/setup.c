@@ -1,0 +1,364 @@
+/* setup.c - finding the ranks of this server, creating and sharing the
+ * segment, probing cross-memory attach, and the inter-server
+ * sub-communicator.
+ *
+ * The segment is a memfd of the local leader (lowest rank): the others
+ * open it through /proc/<pid>/fd/<n>, so it never has a name and vanishes
+ * with the last process that maps it, however that process ends. Where
+ * /proc does not allow that, a POSIX segment /dev/shm/loom-<id>-<server> is
+ * used instead; the leader unlinks it as soon as every local rank has
+ * opened it (one allreduce over the network later), which is the only
+ * time a crash can leave it behind. */
+#include "build_config.h"
+
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "shm.h"
+#include "shm_priv.h"
+#include "util.h"
+
+#define PROBE_VALUE 0x70726f6265d00d11ull
+
+/* Set around the inter-server split: that communicator must use the
+ * network even though its ranks may share this host (loopback tables). */
+static __thread int shm_suppress;
+
+int loom_shm_test_no_cma;
+
+/* What each rank tells the others at setup. */
+struct shm_hello {
+    uint64_t pid;
+    uint64_t fd;        /* leader: memfd number; others: unused            */
+    uint64_t probe;     /* address of a word holding PROBE_VALUE           */
+    uint64_t pad;
+};
+
+/* LOOM_ALGO names this module serves: "shm" and "hier", bare or as
+ * "kind=shm"; any other algorithm named for a kind sends it to the
+ * network. */
+static void parse_force(const char *spec, int force[LOOM_OP_KIND_COUNT])
+{
+    for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
+        force[k] = 0;
+    const char *p = spec;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        const char *a = eq ? eq + 1 : p;
+        size_t alen = eq ? len - (size_t)(eq + 1 - p) : len;
+        int mine = (alen == 3 && strncasecmp(a, "shm", 3) == 0) ||
+                   (alen == 4 && strncasecmp(a, "hier", 4) == 0);
+        for (int k = 0; k < LOOM_OP_KIND_COUNT; k++) {
+            const char *kn = loom_op_kind_name((enum loom_op_kind)k);
+            int applies = !eq || ((size_t)(eq - p) == strlen(kn) &&
+                                  strncasecmp(p, kn, strlen(kn)) == 0);
+            if (applies)
+                force[k] = mine ? 1 : -1;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+}
+
+static void shm_free(struct loom_shm *s)
+{
+    if (!s)
+        return;
+    if (s->base)
+        munmap(s->base, s->size);
+    free(s->ranks);
+    free(s->pids);
+    free(s->tmp);
+    free(s);
+}
+
+static size_t seg_size(int n)
+{
+    size_t ctrl = (sizeof(struct loom_shm_hdr) + LOOM_SHM_LINE - 1) / LOOM_SHM_LINE *
+                  LOOM_SHM_LINE;
+    return ctrl + (size_t)n * sizeof(struct loom_shm_ctrl) +
+           (size_t)n * 2 * LOOM_SHM_SLOT;
+}
+
+static int seg_map(struct loom_shm *s, int fd, int init)
+{
+    s->size = seg_size(s->n);
+    if (init && ftruncate(fd, (off_t)s->size) < 0) {
+        LOOM_WARN(LOOM_SUB_INIT, "shm: ftruncate to %zu bytes: %s", s->size,
+                  strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (size_t)st.st_size != s->size) {
+        LOOM_WARN(LOOM_SUB_INIT, "shm: segment is not %zu bytes", s->size);
+        return -1;
+    }
+    void *p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        LOOM_WARN(LOOM_SUB_INIT, "shm: mmap of %zu bytes: %s", s->size, strerror(errno));
+        return -1;
+    }
+    s->base = p;
+    struct loom_shm_hdr *h = p;
+    size_t hdr = (sizeof *h + LOOM_SHM_LINE - 1) / LOOM_SHM_LINE * LOOM_SHM_LINE;
+    s->ctrl = (struct loom_shm_ctrl *)((char *)p + hdr);
+    s->slots = (char *)(s->ctrl + s->n);
+    s->slot_bytes = LOOM_SHM_SLOT;
+    if (init) {
+        memset(p, 0, hdr + (size_t)s->n * sizeof(struct loom_shm_ctrl));
+        h->size = s->size;
+        h->nlocal = (uint32_t)s->n;
+        h->slot_bytes = LOOM_SHM_SLOT;
+        for (int k = 0; k < s->n; k++)
+            s->ctrl[k].blame = -1;
+        __atomic_store_n(&h->magic, LOOM_SHM_MAGIC, __ATOMIC_RELEASE);
+        return 0;
+    }
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != LOOM_SHM_MAGIC ||
+        h->size != s->size || h->nlocal != (uint32_t)s->n) {
+        LOOM_WARN(LOOM_SUB_INIT, "shm: the segment's header does not match");
+        return -1;
+    }
+    return 0;
+}
+
+/* Can we read each local peer's memory? (yama's ptrace_scope, containers
+ * and seccomp may say no; then the two-copy path is used.) */
+static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
+{
+    for (int k = 0; k < s->n; k++) {
+        if (k == s->me)
+            continue;
+        uint64_t got = 0;
+        struct iovec l = {.iov_base = &got, .iov_len = sizeof got};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)all[s->ranks[k]].probe,
+                          .iov_len = sizeof got};
+        ssize_t n = process_vm_readv(s->pids[k], &l, 1, &r, 1, 0);
+        if (n != (ssize_t)sizeof got || got != PROBE_VALUE) {
+            LOOM_INFO(LOOM_SUB_INIT, "shm: process_vm_readv from pid %d: %s; using "
+                      "two copies", (int)s->pids[k], n < 0 ? strerror(errno) : "short read");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* One attempt to share a segment: by memfd (method 0) or by name (1).
+ * Returns 1 when every rank of the communicator succeeded, 0 when some
+ * did not (then nothing is mapped), or an error of comm's collectives. */
+static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int method,
+                             int want, int *ok_out)
+{
+    static volatile uint64_t probe_word = PROBE_VALUE;
+    int leader = s->me == 0, fd = -1, ok = want;
+    char name[96];
+    snprintf(name, sizeof name, "/loom-%016llx-%d-%d", (unsigned long long)comm->comm_id,
+             s->group, (int)getpid());
+    struct shm_hello mine = {.pid = (uint64_t)getpid(), .fd = (uint64_t)-1,
+                             .probe = (uint64_t)(uintptr_t)&probe_word};
+    if (leader && ok) {
+        if (method == 0)
+            fd = (int)syscall(SYS_memfd_create, "loom-shm", MFD_CLOEXEC);
+        else
+            fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || seg_map(s, fd, 1) < 0) {
+            LOOM_INFO(LOOM_SUB_INIT, "shm: %s: %s", method == 0 ? "memfd_create" : name,
+                      strerror(errno));
+            ok = 0;
+        }
+        mine.fd = (uint64_t)fd;
+    }
+    struct shm_hello *all = calloc((size_t)comm->nranks, sizeof *all);
+    if (!all) {
+        if (fd >= 0)
+            close(fd);
+        if (method == 1 && fd >= 0)
+            shm_unlink(name);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    loom_result_t res = loom_allgather(&mine, all, sizeof mine / 8, LOOM_UINT64, comm, NULL);
+    if (res < 0)
+        goto out;
+    for (int k = 0; k < s->n; k++)
+        s->pids[k] = (pid_t)all[s->ranks[k]].pid;
+    const struct shm_hello *lead = &all[s->ranks[0]];
+    if (!leader && ok) {
+        if (lead->fd == (uint64_t)-1) {
+            ok = 0;
+        } else if (method == 0) {
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)lead->pid, (int)lead->fd);
+            fd = open(path, O_RDWR | O_CLOEXEC);
+        } else {
+            snprintf(name, sizeof name, "/loom-%016llx-%d-%d",
+                     (unsigned long long)comm->comm_id, s->group, (int)lead->pid);
+            fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+        }
+        if (ok && (fd < 0 || seg_map(s, fd, 0) < 0)) {
+            LOOM_INFO(LOOM_SUB_INIT, "shm: cannot open the leader's segment (%s): %s",
+                      method == 0 ? "memfd" : name, strerror(errno));
+            ok = 0;
+        }
+    }
+    /* every local peer must be a process we can see (same pid namespace) */
+    for (int k = 0; k < s->n && ok; k++)
+        if (k != s->me && loom_shm_pid_gone(s->pids[k]))
+            ok = 0;
+    int cma = ok && !loom_shm_test_no_cma && probe_cma(s, all);
+    int32_t flags[2] = {ok, cma}, agreed[2];
+    res = loom_allreduce(flags, agreed, 2, LOOM_INT32, LOOM_MIN, comm, NULL);
+    if (res == LOOM_SUCCESS) {
+        *ok_out = agreed[0];
+        s->cma = agreed[1];
+    }
+out:
+    if (method == 1 && leader && fd >= 0)
+        shm_unlink(name);
+    if (fd >= 0)
+        close(fd);
+    if ((res < 0 || !*ok_out) && s->base) {
+        munmap(s->base, s->size);
+        s->base = NULL;
+    }
+    free(all);
+    return res;
+}
+
+/* Group ranks by server; check that the servers can run the hierarchical
+ * allreduce (every one has the same number of ranks, more than one). */
+static int find_group(struct loom_comm *comm, struct loom_shm *s, int *hier)
+{
+    const int *key = comm->server_of ? comm->server_of : comm->host_of;
+    int n = comm->nranks;
+    int *first = calloc((size_t)n, sizeof *first); /* group -> lowest rank */
+    int *size = calloc((size_t)n, sizeof *size);
+    if (!first || !size) {
+        free(first);
+        free(size);
+        return -1;
+    }
+    s->ngroups = 0;
+    s->n = 0;
+    for (int r = 0; r < n; r++) {
+        int g = -1;
+        for (int q = 0; q < s->ngroups && g < 0; q++)
+            if (key[first[q]] == key[r])
+                g = q;
+        if (g < 0) {
+            g = s->ngroups++;
+            first[g] = r;
+        }
+        size[g]++;
+        if (key[r] == key[comm->rank]) {
+            if (r == comm->rank) {
+                s->me = s->n;
+                s->group = g;
+            }
+            s->ranks[s->n++] = r;
+        }
+    }
+    /* a server's ranks must share this kernel (boot id and host name) */
+    int same_host = 1;
+    for (int r = 0; r < n; r++)
+        for (int q = 0; q < r; q++)
+            if (key[q] == key[r] && comm->host_of[q] != comm->host_of[r])
+                same_host = 0;
+    *hier = s->ngroups > 1 && same_host;
+    for (int g = 0; g < s->ngroups; g++)
+        if (size[g] != size[0] || size[g] < 2)
+            *hier = 0;
+    int useful = same_host && ((s->ngroups == 1 && n > 1) || *hier);
+    free(first);
+    free(size);
+    return useful;
+}
+
+loom_result_t loom_shm_setup(struct loom_comm *comm)
+{
+    comm->shm = NULL;
+    if (comm->nranks < 2 || shm_suppress)
+        return LOOM_SUCCESS;
+    struct loom_shm *s = calloc(1, sizeof *s);
+    if (!s)
+        return LOOM_ERROR_NO_MEMORY;
+    s->ranks = calloc((size_t)comm->nranks, sizeof *s->ranks);
+    s->pids = calloc((size_t)comm->nranks, sizeof *s->pids);
+    if (!s->ranks || !s->pids || posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK)) {
+        s->tmp = NULL;
+        shm_free(s);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    int hier = 0;
+    int useful = find_group(comm, s, &hier);
+    if (useful < 0) {
+        shm_free(s);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    if (!useful) {
+        /* decided from what every rank knows alike: no collective needed */
+        shm_free(s);
+        return LOOM_SUCCESS;
+    }
+    parse_force(loom_config()->algo, s->force);
+    int want = loom_config()->shm != 0;
+    int ok = 0;
+    loom_result_t res = LOOM_SUCCESS;
+    for (int method = 0; method < 2 && !ok && res == LOOM_SUCCESS; method++) {
+        res = attempt(comm, s, method, want, &ok);
+        if (!want)
+            break;
+    }
+    if (res == LOOM_SUCCESS && ok && hier) {
+        shm_suppress = 1;
+        res = loom_comm_split(comm, s->me, s->group, &s->sub);
+        shm_suppress = 0;
+    }
+    comm->next_seq = 0; /* the caller's first call is #1 */
+    if (res < 0 || !ok) {
+        if (!want)
+            LOOM_INFO(LOOM_SUB_INIT, "rank %d: shared memory off (LOOM_SHM=0)", comm->rank);
+        else if (res == LOOM_SUCCESS)
+            LOOM_WARN(LOOM_SUB_INIT, "rank %d: shared memory could not be set up on every "
+                      "rank; same-server ranks use the network", comm->rank);
+        if (s->sub)
+            loom_comm_destroy(s->sub);
+        s->sub = NULL;
+        shm_free(s);
+        if (res < 0)
+            loom_set_thread_error("rank %d: shared-memory setup: %s", comm->rank,
+                                  comm->errmsg);
+        return res;
+    }
+    s->ctrl[s->me].pid = (int32_t)getpid();
+    comm->shm = s;
+    LOOM_INFO(LOOM_SUB_INIT, "rank %d: shared memory with %d local ranks (local index %d "
+              "of server %d/%d), %s%s", comm->rank, s->n, s->me, s->group, s->ngroups,
+              s->cma ? "single copy (process_vm_readv)" : "two copies",
+              s->sub ? ", hierarchical allreduce across servers" : "");
+    return LOOM_SUCCESS;
+}
+
+void loom_shm_destroy(struct loom_comm *comm)
+{
+    struct loom_shm *s = comm->shm;
+    if (!s)
+        return;
+    if (s->sub)
+        loom_comm_destroy(s->sub);
+    shm_free(s);
+    comm->shm = NULL;
+}

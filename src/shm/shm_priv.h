@@ -1,0 +1,126 @@
+/* shm_priv.h - the segment layout and the state shared by src/shm files. */
+#ifndef LOOM_SHM_PRIV_H
+#define LOOM_SHM_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "coll/coll.h"
+#include "core/comm.h"
+#include "reduce/reduce.h"
+
+#define LOOM_SHM_MAGIC 0x4c4f4f4d53484d31ull /* "LOOMSHM1" */
+#define LOOM_SHM_LINE 64
+/* Staging bytes per rank and parity (two-copy path and small messages). */
+#define LOOM_SHM_SLOT (256u << 10)
+/* Bytes per step when a rank reduces what it read from peers. */
+#define LOOM_SHM_CHUNK (128u << 10)
+/* Up to this many bytes per rank, allreduce goes through the slots (one
+ * step, no system call) even when cross-memory attach works. */
+#define LOOM_SHM_SMALL (16u << 10)
+
+/* One per local rank, in the segment. Only its owner writes epoch, the
+ * published addresses and failed/blame; readers bump waiters. */
+struct loom_shm_ctrl {
+    _Alignas(LOOM_SHM_LINE) uint32_t epoch; /* futex word: phases done   */
+    _Alignas(LOOM_SHM_LINE) uint32_t waiters; /* peers asleep on epoch    */
+    _Alignas(LOOM_SHM_LINE) uint64_t sendbuf; /* this op's buffers, valid */
+    uint64_t recvbuf;                       /* once epoch says published */
+    int32_t pid;
+    uint32_t failed;                        /* this rank's op failed      */
+    int32_t blame;                          /* comm rank it blames, -1    */
+    /* the fingerprint of this rank's call #seq, at [seq & 1]: a peer is at
+     * most one call ahead, so the entry for a reader's call stays intact */
+    struct {
+        uint64_t seq, count;
+        uint32_t desc, pad;
+    } fp[2];
+};
+
+struct loom_shm_hdr {
+    uint64_t magic;
+    uint64_t size;
+    uint32_t nlocal;
+    uint32_t pad;
+    uint64_t slot_bytes;
+};
+
+struct loom_shm {
+    void *base;
+    size_t size;
+    struct loom_shm_ctrl *ctrl;   /* [n]                                    */
+    char *slots;                  /* [n][2][slot_bytes]                     */
+    size_t slot_bytes;
+    int n, me;                    /* local group size, my index in it       */
+    int *ranks;                   /* comm rank of each local index          */
+    pid_t *pids;
+    int cma;                      /* process_vm_readv works between us      */
+    uint32_t epoch;               /* my phases done (mirrors ctrl[me])      */
+    int ngroups, group;           /* servers, and mine                      */
+    struct loom_comm *sub;        /* same local index on every server       */
+    int force[LOOM_OP_KIND_COUNT];/* 1 shm/hier forced, -1 network, 0 auto  */
+    char *tmp;                    /* LOOM_SHM_CHUNK bytes                   */
+};
+
+/* What one running op needs. */
+struct loom_shm_ctx {
+    struct loom_comm *comm;
+    struct loom_shm *s;
+    const struct loom_op *op;
+    uint32_t start;               /* epoch when the op began                */
+};
+
+/* wait.c */
+/* Finish a phase: epoch++, wake sleepers. */
+void loom_shm_bump(struct loom_shm *s);
+/* Wait until local rank j has done target phases. */
+loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target);
+/* Wait for every local rank (me included: no-op). */
+loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target);
+/* Copy len bytes at remote address addr of local rank j into dst. */
+loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
+                                uint64_t addr, size_t len);
+/* Record a failure on comm (message already set) and tell local peers. */
+void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame);
+/* Publish this rank's call (every call, network ones too). */
+void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op);
+/* Whether the process pid has ended (gone or a zombie). */
+int loom_shm_pid_gone(pid_t pid);
+
+static inline char *loom_shm_slot(struct loom_shm *s, int j, uint32_t epoch)
+{
+    return s->slots + ((size_t)j * 2 + (epoch & 1)) * s->slot_bytes;
+}
+
+/* Slice j of count elements over n parts: first element and length. */
+static inline void loom_shm_slice(uint64_t count, int n, int j, uint64_t *off,
+                                  uint64_t *len)
+{
+    uint64_t q = count / (uint64_t)n, r = count % (uint64_t)n, uj = (uint64_t)j;
+    *off = uj * q + (uj < r ? uj : r);
+    *len = q + (uj < r ? 1 : 0);
+}
+
+/* cma.c: single-copy collectives (reading peers' buffers). sub != NULL:
+ * hierarchical allreduce (the slice goes through sub between the steps). */
+loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, struct loom_comm *sub);
+loom_result_t loom_shm_cma_allgather(struct loom_shm_ctx *x);
+loom_result_t loom_shm_cma_broadcast(struct loom_shm_ctx *x);
+loom_result_t loom_shm_cma_reduce_scatter(struct loom_shm_ctx *x);
+loom_result_t loom_shm_cma_reduce(struct loom_shm_ctx *x);
+
+/* copy.c: two-copy collectives through the staging slots. */
+loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, struct loom_comm *sub);
+loom_result_t loom_shm_copy_allgather(struct loom_shm_ctx *x);
+loom_result_t loom_shm_copy_broadcast(struct loom_shm_ctx *x);
+loom_result_t loom_shm_copy_reduce_scatter(struct loom_shm_ctx *x);
+loom_result_t loom_shm_copy_reduce(struct loom_shm_ctx *x);
+loom_result_t loom_shm_barrier(struct loom_shm_ctx *x);
+
+/* The inter-server step of the hierarchical allreduce: allreduce (sum) of
+ * len elements at buf over sub, in place; errors land on x->comm. */
+loom_result_t loom_shm_inter(struct loom_shm_ctx *x, struct loom_comm *sub,
+                             void *buf, uint64_t len);
+
+#endif

@@ -1,0 +1,299 @@
+/* wait.c - waiting on a peer's phase counter: spin, then sleep on it as a
+ * futex in short slices so that abort, LOOM_TIMEOUT, a failed peer and a
+ * dead peer are noticed; and reading a peer's memory. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm_priv.h"
+#include "util.h"
+
+#define LOOM_SHM_SLICE_NS 10000000L /* futex sleep slice: 10 ms          */
+#define LOOM_SHM_YIELDS 64          /* oversubscribed: yields before sleep */
+
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+    /* not FUTEX_PRIVATE_FLAG: the word is in memory shared by processes */
+    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+static inline int reached(uint32_t v, uint32_t target)
+{
+    return (int32_t)(v - target) >= 0;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void loom_shm_bump(struct loom_shm *s)
+{
+    struct loom_shm_ctrl *c = &s->ctrl[s->me];
+    s->epoch++;
+    /* seq_cst store then load: pairs with the sleeper's increment of
+     * waiters then load of epoch, so a wake-up is never lost */
+    __atomic_store_n(&c->epoch, s->epoch, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST))
+        futex(&c->epoch, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+int loom_shm_pid_gone(pid_t pid)
+{
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return 1;
+    /* a killed child stays a zombie until its parent reaps it */
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static void describe(struct loom_shm_ctx *x, char *buf, size_t len)
+{
+    loom_op_format(loom_op_desc(x->op), x->op->count, x->op->seq, buf, len);
+}
+
+void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame)
+{
+    struct loom_shm *s = x->s;
+    struct loom_shm_ctrl *c = &s->ctrl[s->me];
+    if (blame >= 0 && x->comm->blame < 0)
+        x->comm->blame = blame;
+    __atomic_store_n(&c->blame, blame, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->failed, 1, __ATOMIC_SEQ_CST);
+    /* wake everyone: sleepers re-check the failed flags */
+    __atomic_add_fetch(&c->epoch, 0x40000000u, __ATOMIC_SEQ_CST);
+    futex(&c->epoch, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op)
+{
+    struct loom_shm_ctrl *c = &s->ctrl[s->me];
+    int k = (int)(op->seq & 1);
+    __atomic_store_n(&c->fp[k].seq, 0, __ATOMIC_RELEASE);
+    c->fp[k].desc = loom_op_desc(op);
+    c->fp[k].count = op->count;
+    __atomic_store_n(&c->fp[k].seq, op->seq, __ATOMIC_RELEASE);
+}
+
+/* Peer j announced this call number with another call: name both. */
+static loom_result_t check_call(struct loom_shm_ctx *x, int j)
+{
+    struct loom_shm *s = x->s;
+    const struct loom_op *op = x->op;
+    int k = (int)(op->seq & 1);
+    if (__atomic_load_n(&s->ctrl[j].fp[k].seq, __ATOMIC_ACQUIRE) != op->seq)
+        return LOOM_SUCCESS;
+    uint32_t desc = s->ctrl[j].fp[k].desc;
+    uint64_t count = s->ctrl[j].fp[k].count;
+    if (__atomic_load_n(&s->ctrl[j].fp[k].seq, __ATOMIC_ACQUIRE) != op->seq ||
+        (desc == loom_op_desc(op) && count == op->count))
+        return LOOM_SUCCESS;
+    char mine[160], theirs[160];
+    loom_op_format(loom_op_desc(op), op->count, op->seq, mine, sizeof mine);
+    loom_op_format(desc, count, op->seq, theirs, sizeof theirs);
+    x->comm->blame = s->ranks[j];
+    loom_comm_set_error(x->comm, LOOM_ERROR_MISMATCH,
+                        "collective calls differ: rank %d called %s; %s called %s",
+                        x->comm->rank, mine, loom_comm_describe(x->comm, s->ranks[j]),
+                        theirs);
+    loom_shm_mark_failed(x, s->ranks[j]);
+    return LOOM_ERROR_MISMATCH;
+}
+
+/* Any peer failed or died, or abort/timeout: set the error and return it. */
+static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
+                                 uint64_t start_ns)
+{
+    struct loom_shm *s = x->s;
+    struct loom_comm *comm = x->comm;
+    char what[160];
+    if (comm->aborted) {
+        describe(x, what, sizeof what);
+        loom_comm_set_error(comm, LOOM_ERROR_ABORTED, "%s: aborted", what);
+        loom_shm_mark_failed(x, -1);
+        return LOOM_ERROR_ABORTED;
+    }
+    /* a failed peer first: it names the cause, and may since have exited */
+    for (int k = 0; k < s->n; k++)
+        if (k != s->me && __atomic_load_n(&s->ctrl[k].failed, __ATOMIC_ACQUIRE)) {
+            loom_result_t mres = check_call(x, k);
+            if (mres < 0)
+                return mres;
+            int b = __atomic_load_n(&s->ctrl[k].blame, __ATOMIC_RELAXED);
+            describe(x, what, sizeof what);
+            if (b >= 0 && b != s->ranks[k])
+                loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
+                                    "%s: %s failed, blaming %s", what,
+                                    loom_comm_describe(comm, s->ranks[k]),
+                                    loom_comm_describe(comm, b));
+            else
+                loom_comm_set_error(comm, LOOM_ERROR_REMOTE, "%s: %s failed", what,
+                                    loom_comm_describe(comm, s->ranks[k]));
+            loom_shm_mark_failed(x, b >= 0 ? b : s->ranks[k]);
+            return LOOM_ERROR_REMOTE;
+        }
+    if (check_pids)
+        for (int k = 0; k < s->n; k++)
+            if (k != s->me && loom_shm_pid_gone(s->pids[k])) {
+                describe(x, what, sizeof what);
+                loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
+                                    "%s: %s died (process %d is gone) while rank %d "
+                                    "waited for it in shared memory",
+                                    what, loom_comm_describe(comm, s->ranks[k]),
+                                    (int)s->pids[k], comm->rank);
+                loom_shm_mark_failed(x, s->ranks[k]);
+                return LOOM_ERROR_REMOTE;
+            }
+    loom_result_t cres = check_call(x, j);
+    if (cres < 0)
+        return cres;
+    if (comm->timeout > 0 && start_ns &&
+        (double)(loom_now_ns() - start_ns) * 1e-9 > comm->timeout) {
+        describe(x, what, sizeof what);
+        loom_comm_set_error(comm, LOOM_ERROR_TIMEOUT,
+                            "%s: no progress for %.0f s (LOOM_TIMEOUT) waiting for %s "
+                            "in shared memory",
+                            what, comm->timeout, loom_comm_describe(comm, s->ranks[j]));
+        loom_shm_mark_failed(x, s->ranks[j]);
+        return LOOM_ERROR_TIMEOUT;
+    }
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target);
+
+loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target)
+{
+    loom_result_t res = wait_phase(x, j, target);
+    /* the first phase of a call: the peer is in this call or the next */
+    if (res == LOOM_SUCCESS && target == x->start + 1)
+        res = check_call(x, j);
+    return res;
+}
+
+static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
+{
+    struct loom_shm *s = x->s;
+    struct loom_comm *comm = x->comm;
+    uint32_t *word = &s->ctrl[j].epoch;
+    uint32_t v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    if (reached(v, target) && !s->ctrl[j].failed)
+        return LOOM_SUCCESS;
+    uint64_t start = loom_now_ns();
+    /* spin: the peer is usually a few hundred nanoseconds away */
+    if (!comm->oversubscribed) {
+        uint64_t spin_ns = (uint64_t)comm->spin_us * 1000u;
+        for (unsigned i = 1;; i++) {
+            v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+            if (reached(v, target) && !s->ctrl[j].failed)
+                return LOOM_SUCCESS;
+            if (s->ctrl[j].failed || comm->aborted)
+                break;
+            cpu_relax();
+            if ((i & 63) == 0 && loom_now_ns() - start > spin_ns)
+                break;
+        }
+    } else {
+        /* more ranks than CPUs: the peer may need this one */
+        for (int i = 0; i < LOOM_SHM_YIELDS; i++) {
+            v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+            if (reached(v, target) && !s->ctrl[j].failed)
+                return LOOM_SUCCESS;
+            if (s->ctrl[j].failed || comm->aborted)
+                break;
+            sched_yield();
+        }
+    }
+    /* sleep on the counter in slices, checking peers between them */
+    uint64_t last_check = 0;
+    for (;;) {
+        uint64_t now = loom_now_ns();
+        int check_pids = now - last_check >= (uint64_t)LOOM_SHM_SLICE_NS;
+        if (check_pids)
+            last_check = now;
+        loom_result_t res = check_peers(x, j, check_pids, start);
+        if (res < 0)
+            return res;
+        __atomic_add_fetch(&s->ctrl[j].waiters, 1, __ATOMIC_SEQ_CST);
+        v = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+        if (!reached(v, target)) {
+            struct timespec ts = {0, LOOM_SHM_SLICE_NS};
+            futex(word, FUTEX_WAIT, v, &ts);
+            v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        }
+        __atomic_sub_fetch(&s->ctrl[j].waiters, 1, __ATOMIC_SEQ_CST);
+        if (reached(v, target) && !s->ctrl[j].failed)
+            return LOOM_SUCCESS;
+    }
+}
+
+loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target)
+{
+    for (int k = 1; k < x->s->n; k++) {
+        int j = (x->s->me + k) % x->s->n;
+        loom_result_t res = loom_shm_wait(x, j, target);
+        if (res < 0)
+            return res;
+    }
+    return LOOM_SUCCESS;
+}
+
+loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
+                                uint64_t addr, size_t len)
+{
+    struct loom_shm *s = x->s;
+    char *d = dst;
+    while (len > 0) {
+        struct iovec local = {.iov_base = d, .iov_len = len};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+        ssize_t got = process_vm_readv(s->pids[j], &local, 1, &remote, 1, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR)
+                continue;
+            int err = got < 0 ? errno : EIO;
+            char what[160];
+            describe(x, what, sizeof what);
+            if (err == ESRCH || loom_shm_pid_gone(s->pids[j])) {
+                loom_comm_set_error(x->comm, LOOM_ERROR_REMOTE,
+                                    "%s: %s died (process %d is gone) while rank %d "
+                                    "read its buffer",
+                                    what, loom_comm_describe(x->comm, s->ranks[j]),
+                                    (int)s->pids[j], x->comm->rank);
+                loom_shm_mark_failed(x, s->ranks[j]);
+                return LOOM_ERROR_REMOTE;
+            }
+            loom_comm_set_error(x->comm, LOOM_ERROR_SYSTEM,
+                                "%s: process_vm_readv of %zu bytes at %#llx from %s: %s",
+                                what, len, (unsigned long long)addr,
+                                loom_comm_describe(x->comm, s->ranks[j]), strerror(err));
+            loom_shm_mark_failed(x, -1);
+            return LOOM_ERROR_SYSTEM;
+        }
+        d += got;
+        addr += (uint64_t)got;
+        len -= (size_t)got;
+    }
+    return LOOM_SUCCESS;
+}

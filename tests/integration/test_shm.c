@@ -1,0 +1,368 @@
+/* test_shm.c - collectives through shared memory on real processes.
+ *
+ *   matrix: every collective x dtype x op x count x placement on the
+ *           single-server table (4 ranks), single copy and two copies;
+ *   hier:   the 2-server loopback tables (2 and 3 ranks per server): the
+ *           hierarchical allreduce, checked, and every other collective;
+ *   same bits: float averages are bitwise identical on every rank;
+ *   off:    LOOM_SHM=0 sets up no segment;
+ *   kill:   one rank SIGKILLs itself mid-allreduce: the others fail within
+ *           seconds naming it, and nothing is left in /dev/shm. */
+#include <dirent.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_check.h"
+#include "core/comm.h"
+#include "harness.h"
+#include "loom.h"
+#include "shm/shm.h"
+#include "util.h"
+
+static int fails;
+
+static void fail_msg(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_msg(int rank, const char *fmt, ...)
+{
+    if (fails++ < 10) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "rank %d: ", rank);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+}
+#define FAIL(...) fail_msg(rank, __VA_ARGS__)
+
+struct cfg {
+    const char *table;
+    int no_cma;          /* two-copy path                               */
+    const char *expect;  /* algorithm loom_shm_algo_name must give for a
+                            large allreduce ("shm", "hier") or NULL      */
+    int kill_rank;       /* kill test: this rank dies                   */
+};
+
+static const loom_redop_t ops[] = {LOOM_SUM, LOOM_PROD, LOOM_MIN, LOOM_MAX, LOOM_AVG};
+
+/* One call of kind (0 allreduce .. 4 reduce); 0 when the result checks. */
+static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
+               loom_redop_t op, uint64_t count, int inplace, uint64_t seed)
+{
+    static const char *const kname[] = {"allreduce", "allgather", "broadcast",
+                                        "reduce_scatter", "reduce"};
+    size_t es = loom_dtype_size(t);
+    size_t full = (size_t)count * (size_t)n * es;
+    char *a = malloc(full + 64), *b = malloc(full + 64);
+    if (!a || !b) {
+        FAIL("out of memory");
+        free(a);
+        free(b);
+        return 1;
+    }
+    memset(b, 0xa5, full + 64);
+    int root = (int)(seed % (uint64_t)n), bad = 0;
+    loom_result_t res = LOOM_SUCCESS;
+    char *out = inplace ? a : b;
+    switch (kind) {
+    case 0:
+        cc_fill(a, t, op, seed, rank, 0, count);
+        res = loom_allreduce(a, out, count, t, op, comm, NULL);
+        for (uint64_t i = 0; res == 0 && i < count && !bad; i++)
+            bad = !cc_check_reduced(out, i, t, op, seed, n, i);
+        break;
+    case 1: {
+        char *in = inplace ? b + (size_t)rank * count * es : a;
+        out = b;
+        cc_fill(in, t, LOOM_SUM, seed, rank, 0, count);
+        res = loom_allgather(in, b, count, t, comm, NULL);
+        for (int r = 0; res == 0 && r < n; r++)
+            for (uint64_t i = 0; i < count && !bad; i++)
+                bad = !cc_check_copy(b, (uint64_t)r * count + i, t, seed, r, i);
+        break;
+    }
+    case 2:
+        if (rank == root)
+            cc_fill(a, t, LOOM_SUM, seed, root, 0, count);
+        else
+            memset(a, 0x5a, (size_t)count * es);
+        res = loom_broadcast(a, count, t, root, comm, NULL);
+        for (uint64_t i = 0; res == 0 && i < count && !bad; i++)
+            bad = !cc_check_copy(a, i, t, seed, root, i);
+        break;
+    case 3:
+        cc_fill(a, t, op, seed, rank, 0, (uint64_t)n * count);
+        out = inplace ? a + (size_t)rank * count * es : b;
+        res = loom_reduce_scatter(a, out, count, t, op, comm, NULL);
+        for (uint64_t i = 0; res == 0 && i < count && !bad; i++)
+            bad = !cc_check_reduced(out, i, t, op, seed, n, (uint64_t)rank * count + i);
+        break;
+    case 4:
+        cc_fill(a, t, op, seed, rank, 0, count);
+        res = loom_reduce(a, inplace ? a : (rank == root ? b : NULL), count, t, op, root,
+                          comm, NULL);
+        for (uint64_t i = 0; res == 0 && rank == root && i < count && !bad; i++)
+            bad = !cc_check_reduced(out, i, t, op, seed, n, i);
+        break;
+    }
+    if (res != LOOM_SUCCESS)
+        FAIL("%s %s count %" PRIu64 ": %s: %s", kname[kind], loom_dtype_name(t), count,
+             loom_result_string(res), loom_get_error_string(comm));
+    else if (bad)
+        FAIL("%s %s %s count %" PRIu64 " %s: wrong result", kname[kind], loom_dtype_name(t),
+             loom_redop_name(op), count, inplace ? "in place" : "out of place");
+    /* nothing written past the output */
+    size_t outb = kind == 1 ? full : (size_t)count * es;
+    if (!inplace && kind != 2 && (kind != 4 || rank == root))
+        for (size_t k = outb; k < outb + 64; k++)
+            if ((unsigned char)b[k] != 0xa5) {
+                FAIL("%s count %" PRIu64 ": byte %zu past the output written", kname[kind],
+                     count, k - outb);
+                bad = 1;
+                break;
+            }
+    free(a);
+    free(b);
+    return res != LOOM_SUCCESS || bad;
+}
+
+static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
+{
+    loom_shm_test_no_cma = c->no_cma;
+    loom_result_t res = loom_comm_init_ranktable(c->table, rank, comm);
+    if (res != LOOM_SUCCESS)
+        fprintf(stderr, "rank %d: init: %s: %s\n", rank, loom_result_string(res),
+                loom_get_error_string(NULL));
+    return res;
+}
+
+/* Float averages with inexact results must be the same bits everywhere. */
+static int same_bits(loom_comm_t comm, int rank, int n)
+{
+    const uint64_t count = 300007;
+    float *x = malloc(count * sizeof *x);
+    uint64_t *h = calloc((size_t)n, sizeof *h);
+    if (!x || !h)
+        return 1;
+    for (uint64_t i = 0; i < count; i++)
+        x[i] = (float)(cc_mix(i * 31 + (uint64_t)rank) % 100000) / 7.0f;
+    int bad = 0;
+    if (loom_allreduce(x, x, count, LOOM_FLOAT32, LOOM_AVG, comm, NULL) != LOOM_SUCCESS)
+        bad = 1;
+    uint64_t mine = loom_fnv1a(LOOM_FNV_INIT, x, count * sizeof *x);
+    if (!bad && loom_allgather(&mine, h, 1, LOOM_UINT64, comm, NULL) != LOOM_SUCCESS)
+        bad = 1;
+    for (int r = 0; !bad && r < n; r++)
+        if (h[r] != h[0])
+            bad = 1;
+    if (bad)
+        FAIL("float32 avg: results differ between ranks (or the call failed: %s)",
+             loom_get_error_string(comm));
+    free(x);
+    free(h);
+    return bad;
+}
+
+static int matrix_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    struct loom_op big = {.kind = LOOM_OP_ALLREDUCE, .count = 100003,
+                          .dtype = LOOM_FLOAT32};
+    const char *algo = loom_shm_algo_name(comm, &big);
+    if (!c->expect ? algo != NULL : !algo || strcmp(algo, c->expect) != 0)
+        FAIL("allreduce would run %s, expected %s", algo ? algo : "on the network",
+             c->expect ? c->expect : "the network");
+    uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003};
+    uint64_t seed = 1;
+    for (int kind = 0; kind < 5 && fails < 10; kind++)
+        for (int t = 0; t < LOOM_DTYPE_COUNT; t++)
+            for (int oi = 0; oi < 5; oi++) {
+                if ((kind == 1 || kind == 2) && oi > 0)
+                    continue;
+                for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        if (kind == 2 && inplace)
+                            continue;
+                        /* the large count in both placements for sum only */
+                        if (ci == 5 && oi > 0 && inplace)
+                            continue;
+                        one(comm, rank, n, kind, (loom_dtype_t)t, ops[oi], counts[ci],
+                            inplace, seed++);
+                    }
+            }
+    same_bits(comm, rank, n);
+    if (loom_barrier(comm, NULL) != LOOM_SUCCESS)
+        FAIL("barrier: %s", loom_get_error_string(comm));
+    loom_comm_destroy(comm);
+    return fails ? 1 : 0;
+}
+
+static int off_rank(int rank, int n, void *arg)
+{
+    (void)n;
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    if (comm->shm != NULL)
+        FAIL("LOOM_SHM=0 but a segment was set up");
+    one(comm, rank, n, 0, LOOM_FLOAT32, LOOM_SUM, 1000, 0, 3);
+    loom_comm_destroy(comm);
+    return fails ? 1 : 0;
+}
+
+/* Exit codes: 0 pass; 3 the error came late or did not name the dead rank. */
+static int kill_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    const uint64_t count = 1 << 20;
+    float *x = calloc(count, sizeof *x);
+    if (!x)
+        return 1;
+    for (int it = 0; it < 6; it++) {
+        if (rank == c->kill_rank && it == 5) {
+            struct timespec ts = {0, 50000000}; /* let the others start waiting */
+            nanosleep(&ts, NULL);
+            raise(SIGKILL);
+        }
+        double t0 = harness_now();
+        loom_result_t res = loom_allreduce(x, x, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+        double dt = harness_now() - t0;
+        if (it < 5 && res != LOOM_SUCCESS) {
+            FAIL("allreduce %d failed before the kill: %s", it, loom_get_error_string(comm));
+            break;
+        }
+        if (it == 5) {
+            char want[32];
+            snprintf(want, sizeof want, "rank %d ", c->kill_rank);
+            const char *msg = loom_get_error_string(comm);
+            if (res == LOOM_SUCCESS)
+                FAIL("allreduce succeeded with rank %d dead", c->kill_rank);
+            else if (!strstr(msg, want))
+                FAIL("the error does not name rank %d: %s", c->kill_rank, msg);
+            else if (dt > 5.0)
+                FAIL("the error took %.1f s", dt);
+            else
+                fprintf(stderr, "rank %d: as expected after %.2f s: %s\n", rank, dt, msg);
+        }
+    }
+    free(x);
+    loom_comm_destroy(comm);
+    (void)n;
+    return fails ? 3 : 0;
+}
+
+static int shm_leftovers(void)
+{
+    DIR *d = opendir("/dev/shm");
+    int found = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "loom-", 5) == 0) {
+            fprintf(stderr, "left behind: /dev/shm/%s\n", e->d_name);
+            found++;
+        }
+    closedir(d);
+    return found;
+}
+
+static void set_port(void)
+{
+    char pb[16];
+    snprintf(pb, sizeof pb, "%d", harness_free_port());
+    setenv("LOOM_PORT_BASE", pb, 1);
+}
+
+/* A 2-server loopback table with per ranks on each server. */
+static const char *two_server_table(int per, char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/loom-test-shm-%d-%d.json", (int)getpid(), per);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"2\", \"server_list\": [");
+    for (int s = 0; s < 2; s++) {
+        fprintf(f, "%s{\"server_id\": \"127.0.0.%d\", \"host_ip\": \"127.0.0.%d\", "
+                "\"device\": [", s ? ", " : "", s + 2, s + 2);
+        for (int d = 0; d < per; d++)
+            fprintf(f, "%s{\"device_id\": \"%d\", \"device_ip\": \"127.0.%d.%d\", "
+                    "\"rank_id\": \"%d\"}", d ? ", " : "", d, s + 2, d + 1, s * per + d);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "], \"status\": \"completed\"}\n");
+    fclose(f);
+    return path;
+}
+
+static int run(const char *name, int n, harness_fn fn, struct cfg *c)
+{
+    set_port();
+    double t0 = harness_now();
+    int rc = harness_run(n, fn, c, 120, NULL);
+    printf("%s %s n=%d (%.1f s)\n", rc ? "FAIL" : "PASS", name, n, harness_now() - t0);
+    fflush(stdout);
+    return rc;
+}
+
+int main(void)
+{
+    const char *src = getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".";
+    char single[1024], two2[256], two3[256];
+    snprintf(single, sizeof single, "%s/etc/ranktables/single-4.json", src);
+    setenv("LOOM_CHUNK_SIZE", "16K", 1);
+    setenv("LOOM_BOOTSTRAP_TIMEOUT", "30", 0);
+    setenv("LOOM_TIMEOUT", "60", 0);
+    unsetenv("LOOM_ALGO");
+    unsetenv("LOOM_SHM");
+    if (!two_server_table(2, two2, sizeof two2) || !two_server_table(3, two3, sizeof two3)) {
+        perror("writing a rank table in /tmp");
+        return 2;
+    }
+    int failed = 0;
+    struct cfg c = {.table = single, .expect = "shm"};
+    failed |= run("matrix single-copy", 4, matrix_rank, &c);
+    c.no_cma = 1;
+    failed |= run("matrix two-copy", 4, matrix_rank, &c);
+    c = (struct cfg){.table = two2, .expect = "hier"};
+    failed |= run("hier 2x2", 4, matrix_rank, &c);
+    c = (struct cfg){.table = two3, .expect = "hier"};
+    failed |= run("hier 2x3", 6, matrix_rank, &c);
+    c.no_cma = 1;
+    failed |= run("hier 2x3 two-copy", 6, matrix_rank, &c);
+    setenv("LOOM_ALGO", "allreduce=ring", 1);
+    c = (struct cfg){.table = two2, .expect = NULL};
+    failed |= run("LOOM_ALGO=allreduce=ring", 4, matrix_rank, &c);
+    unsetenv("LOOM_ALGO");
+    setenv("LOOM_SHM", "0", 1);
+    c = (struct cfg){.table = single};
+    failed |= run("LOOM_SHM=0", 4, off_rank, &c);
+    unsetenv("LOOM_SHM");
+    /* the dead rank exits by SIGKILL (128 + 9); the others must pass */
+    c = (struct cfg){.table = single, .kill_rank = 2};
+    int st[4];
+    set_port();
+    harness_run(4, kill_rank, &c, 60, st);
+    int kill_ok = st[2] == 128 + SIGKILL;
+    for (int r = 0; r < 4; r++)
+        if (r != 2 && st[r] != 0)
+            kill_ok = 0;
+    int left = shm_leftovers();
+    printf("%s kill: ranks exited %d %d %d %d, %d segment(s) left in /dev/shm\n",
+           kill_ok && !left ? "PASS" : "FAIL", st[0], st[1], st[2], st[3], left);
+    failed |= !kill_ok || left;
+    unlink(two2);
+    unlink(two3);
+    return failed;
+}
