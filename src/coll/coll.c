@@ -15,6 +15,7 @@ static const char *const algo_names[] = {
     [LOOM_ALGO_BINOMIAL] = "binomial", [LOOM_ALGO_DISSEMINATION] = "dissemination",
     [LOOM_ALGO_TREE] = "tree",         [LOOM_ALGO_RHD] = "rhd",
     [LOOM_ALGO_BRUCK] = "bruck",       [LOOM_ALGO_SCATTER_ALLGATHER] = "scatter_allgather",
+    [LOOM_ALGO_SHM] = "shm",           [LOOM_ALGO_HIER] = "hier",
 };
 
 const char *loom_algo_name(enum loom_algo algo)
@@ -43,6 +44,10 @@ const char *loom_op_kind_name(enum loom_op_kind kind)
 /* Which algorithms serve which collective. */
 int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
 {
+    if (a == LOOM_ALGO_SHM)
+        return (unsigned)k < LOOM_OP_KIND_COUNT;
+    if (a == LOOM_ALGO_HIER)
+        return k == LOOM_OP_ALLREDUCE;
     switch (k) {
     case LOOM_OP_ALLREDUCE:
         return a == LOOM_ALGO_RING || a == LOOM_ALGO_RD || a == LOOM_ALGO_RHD ||
@@ -78,16 +83,6 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         const char *eq = memchr(p, '=', len);
-        /* TEMP (wip-shm): src/shm reads "shm" and "hier" itself */
-        const char *an = eq ? eq + 1 : p;
-        size_t al = eq ? len - (size_t)(eq + 1 - p) : len;
-        if ((al == 3 && strncasecmp(an, "shm", 3) == 0) ||
-            (al == 4 && strncasecmp(an, "hier", 4) == 0)) {
-            p += len;
-            if (*p == ',')
-                p++;
-            continue;
-        }
         if (eq) {
             size_t klen = (size_t)(eq - p);
             int kind = -1;
@@ -224,20 +219,29 @@ enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
 enum loom_algo loom_coll_select(const struct loom_comm *comm,
                                 const struct loom_op *op)
 {
-    if (comm->algo_forced[op->kind] != LOOM_ALGO_AUTO)
-        return (enum loom_algo)comm->algo_forced[op->kind];
+    /* server-aware first: shared memory inside a server (and hierarchical
+     * allreduce across servers) wherever it was set up and not overridden */
+    const char *shm = loom_shm_algo_name(comm, op);
+    if (shm)
+        return shm[0] == 'h' ? LOOM_ALGO_HIER : LOOM_ALGO_SHM;
+    int forced = comm->algo_forced[op->kind];
+    if (forced != LOOM_ALGO_AUTO && forced != LOOM_ALGO_SHM && forced != LOOM_ALGO_HIER)
+        return (enum loom_algo)forced;
     return loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
                           comm->nranks);
 }
 
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
 {
-    /* TEMP (wip-shm): shared memory first, then the network algorithms */
-    int handled = 0;
-    loom_result_t sres = loom_shm_coll_run(comm, op, &handled);
-    if (handled)
-        return sres;
     enum loom_algo a = loom_coll_select(comm, op);
+    if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) {
+        int handled = 0;
+        loom_result_t sres = loom_shm_coll_run(comm, op, &handled);
+        if (handled)
+            return sres;
+        a = loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
+                           comm->nranks);
+    }
     LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s, %d ranks",
               loom_op_kind_name(op->kind), (unsigned long long)op->seq,
               (unsigned long long)op->count, loom_dtype_name(op->dtype),

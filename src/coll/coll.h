@@ -23,6 +23,8 @@ enum loom_algo {
     LOOM_ALGO_RHD,        /* recursive halving-doubling allreduce          */
     LOOM_ALGO_BRUCK,      /* Bruck / recursive doubling allgather          */
     LOOM_ALGO_SCATTER_ALLGATHER, /* broadcast: scatter + ring allgather    */
+    LOOM_ALGO_SHM,        /* every collective, one server, shared memory  */
+    LOOM_ALGO_HIER,       /* allreduce: shm inside servers, network across */
     LOOM_ALGO_COUNT
 };
 

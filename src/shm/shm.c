@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "coll/coll.h"
 #include "shm.h"
 #include "shm_priv.h"
 #include "util.h"
@@ -12,7 +13,9 @@ int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op)
     const struct loom_shm *s = comm->shm;
     if (!s || (unsigned)op->kind >= LOOM_OP_KIND_COUNT)
         return 0;
-    if (s->force[op->kind] < 0 || comm->algo_forced[op->kind] != LOOM_ALGO_AUTO)
+    int forced = comm->algo_forced[op->kind];
+    if (s->force[op->kind] < 0 ||
+        (forced != LOOM_ALGO_AUTO && forced != LOOM_ALGO_SHM && forced != LOOM_ALGO_HIER))
         return 0;
     if (op->kind != LOOM_OP_BARRIER && op->count == 0)
         return 0;

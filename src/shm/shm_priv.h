@@ -69,6 +69,7 @@ struct loom_shm_ctx {
     struct loom_shm *s;
     const struct loom_op *op;
     uint32_t start;               /* epoch when the op began                */
+    int stall_warned;             /* LOOM_STALL_WARN said once for this op  */
 };
 
 /* wait.c */

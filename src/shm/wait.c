@@ -129,7 +129,7 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
     struct loom_shm *s = x->s;
     struct loom_comm *comm = x->comm;
     char what[160];
-    if (comm->aborted) {
+    if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)) {
         describe(x, what, sizeof what);
         loom_comm_set_error(comm, LOOM_ERROR_ABORTED, "%s: aborted", what);
         loom_shm_mark_failed(x, -1);
@@ -169,6 +169,15 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
     loom_result_t cres = check_call(x, j);
     if (cres < 0)
         return cres;
+    if (comm->stall_warn > 0 && start_ns && !x->stall_warned &&
+        (double)(loom_now_ns() - start_ns) * 1e-9 > comm->stall_warn) {
+        x->stall_warned = 1;
+        describe(x, what, sizeof what);
+        LOOM_WARN(LOOM_SUB_COLL,
+                  "%s: no progress for %.0f s (LOOM_STALL_WARN): waiting for %s in "
+                  "shared memory", what, (double)(loom_now_ns() - start_ns) * 1e-9,
+                  loom_comm_describe(comm, s->ranks[j]));
+    }
     if (comm->timeout > 0 && start_ns &&
         (double)(loom_now_ns() - start_ns) * 1e-9 > comm->timeout) {
         describe(x, what, sizeof what);
@@ -209,7 +218,7 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
             if (reached(v, target) && !s->ctrl[j].failed)
                 return LOOM_SUCCESS;
-            if (s->ctrl[j].failed || comm->aborted)
+            if (s->ctrl[j].failed || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
                 break;
             cpu_relax();
             if ((i & 63) == 0 && loom_now_ns() - start > spin_ns)
@@ -221,7 +230,7 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
             if (reached(v, target) && !s->ctrl[j].failed)
                 return LOOM_SUCCESS;
-            if (s->ctrl[j].failed || comm->aborted)
+            if (s->ctrl[j].failed || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
                 break;
             sched_yield();
         }
