@@ -243,6 +243,35 @@ static loom_result_t comm_topology(struct loom_comm *comm)
     return loom_shm_setup(comm);
 }
 
+/* Once connected: learn the hosts (and set up shared memory), start the
+ * progress thread, and join the flight recorder. */
+static loom_result_t comm_finish(struct loom_comm *comm)
+{
+    LOOM_CHECK(comm_topology(comm));
+    LOOM_CHECK(loom_comm_start(comm));
+    loom_trace_register(comm);
+    return LOOM_SUCCESS;
+}
+
+/* The transport parameters of comm (its rank and size, its wake-up fd). */
+static struct loom_tx_params tx_params(struct loom_comm *comm)
+{
+    const struct loom_config *cfg = loom_config();
+    return (struct loom_tx_params){
+        .struct_size = sizeof(struct loom_tx_params),
+        .rank = comm->rank,
+        .nranks = comm->nranks,
+        .comm_id = comm->comm_id,
+        .local_addr = comm->local_addr,
+        .nsocks = cfg->nsocks,
+        .connect_timeout = cfg->bootstrap_timeout,
+        .wake_fd = comm->wake_fd,
+        .describe = loom_comm_describe,
+        .describe_ctx = comm,
+        .timeout = cfg->timeout,
+    };
+}
+
 /* Open the transport, rendezvous at root, connect everyone, start. */
 static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
                                   int root_port)
@@ -257,19 +286,7 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
                                   cfg->transport);
             return LOOM_ERROR_NOT_SUPPORTED;
         }
-        struct loom_tx_params tp = {
-            .struct_size = sizeof tp,
-            .rank = comm->rank,
-            .nranks = comm->nranks,
-            .comm_id = 0,
-            .local_addr = comm->local_addr,
-            .nsocks = cfg->nsocks,
-            .connect_timeout = cfg->bootstrap_timeout,
-            .wake_fd = comm->wake_fd,
-            .describe = loom_comm_describe,
-            .describe_ctx = comm,
-            .timeout = cfg->timeout,
-        };
+        struct loom_tx_params tp = tx_params(comm); /* comm id 0 for now */
         /* The comm id comes from the rendezvous, after the listener exists;
          * the transport reads it from tx->params at connect time. */
         char ep[LOOM_EP_MAX];
@@ -313,13 +330,9 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
             return res;
         }
     }
-    res = comm_topology(comm);
+    res = comm_finish(comm);
     if (res < 0)
         return res;
-    res = loom_comm_start(comm);
-    if (res < 0)
-        return res;
-    loom_trace_register(comm);
     LOOM_INFO(LOOM_SUB_INIT, "communicator ready: rank %d of %d, %s, comm id %016llx",
               comm->rank, comm->nranks, comm->local_addr,
               (unsigned long long)comm->comm_id);
@@ -706,21 +719,8 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
     memset(ep, 0, sizeof ep);
     loom_result_t lres = res;
     if (comm && res == LOOM_SUCCESS && nm > 1) {
-        const struct loom_config *cfg = loom_config();
         const struct loom_transport *ops = parent->tx ? parent->tx->ops : &loom_tcp_transport;
-        struct loom_tx_params tp = {
-            .struct_size = sizeof tp,
-            .rank = newrank,
-            .nranks = nm,
-            .comm_id = comm->comm_id,
-            .local_addr = comm->local_addr,
-            .nsocks = cfg->nsocks,
-            .connect_timeout = cfg->bootstrap_timeout,
-            .wake_fd = comm->wake_fd,
-            .describe = loom_comm_describe,
-            .describe_ctx = comm,
-            .timeout = cfg->timeout,
-        };
+        struct loom_tx_params tp = tx_params(comm);
         size_t ep_len = 0;
         lres = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);
     }
@@ -744,13 +744,9 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
                 goto out;
             }
         }
-        res = comm_topology(comm);
+        res = comm_finish(comm);
         if (res < 0)
             goto out;
-        res = loom_comm_start(comm);
-        if (res < 0)
-            goto out;
-        loom_trace_register(comm);
         *newcomm = comm;
         comm = NULL;
     }
