@@ -9,7 +9,7 @@ endif
 
 check_PROGRAMS += tests/integration/test_coll
 tests_integration_test_coll_SOURCES = tests/integration/test_coll.c \
-	tests/integration/coll_check.h tests/integration/harness.h
+	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
 tests_integration_test_coll_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_coll
 

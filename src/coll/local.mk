@@ -24,6 +24,6 @@ endif
 
 check_PROGRAMS += tests/integration/test_algos
 tests_integration_test_algos_SOURCES = tests/integration/test_algos.c \
-	tests/integration/coll_check.h tests/integration/harness.h
+	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
 tests_integration_test_algos_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_algos

@@ -11,33 +11,17 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll_check.h"
+#include "coll_one.h"
 #include "core/comm.h"
 #include "harness.h"
 #include "loom.h"
 #include "shm/shm.h"
 #include "util.h"
-
-static int fails;
-
-static void fail_msg(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_msg(int rank, const char *fmt, ...)
-{
-    if (fails++ < 10) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "rank %d: ", rank);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
-    }
-}
-#define FAIL(...) fail_msg(rank, __VA_ARGS__)
 
 struct cfg {
     const char *table;
@@ -46,89 +30,6 @@ struct cfg {
                             large allreduce ("shm", "hier") or NULL      */
     int kill_rank;       /* kill test: this rank dies                   */
 };
-
-static const loom_redop_t ops[] = {LOOM_SUM, LOOM_PROD, LOOM_MIN, LOOM_MAX, LOOM_AVG};
-
-/* One call of kind (0 allreduce .. 4 reduce); 0 when the result checks. */
-static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
-               loom_redop_t op, uint64_t count, int inplace, uint64_t seed)
-{
-    static const char *const kname[] = {"allreduce", "allgather", "broadcast",
-                                        "reduce_scatter", "reduce"};
-    size_t es = loom_dtype_size(t);
-    size_t full = (size_t)count * (size_t)n * es;
-    char *a = malloc(full + 64), *b = malloc(full + 64);
-    if (!a || !b) {
-        FAIL("out of memory");
-        free(a);
-        free(b);
-        return 1;
-    }
-    memset(b, 0xa5, full + 64);
-    int root = (int)(seed % (uint64_t)n), bad = 0;
-    loom_result_t res = LOOM_SUCCESS;
-    char *out = inplace ? a : b;
-    switch (kind) {
-    case 0:
-        cc_fill(a, t, op, seed, rank, 0, count);
-        res = loom_allreduce(a, out, count, t, op, comm, NULL);
-        for (uint64_t i = 0; res == 0 && i < count && !bad; i++)
-            bad = !cc_check_reduced(out, i, t, op, seed, n, i);
-        break;
-    case 1: {
-        char *in = inplace ? b + (size_t)rank * count * es : a;
-        out = b;
-        cc_fill(in, t, LOOM_SUM, seed, rank, 0, count);
-        res = loom_allgather(in, b, count, t, comm, NULL);
-        for (int r = 0; res == 0 && r < n; r++)
-            for (uint64_t i = 0; i < count && !bad; i++)
-                bad = !cc_check_copy(b, (uint64_t)r * count + i, t, seed, r, i);
-        break;
-    }
-    case 2:
-        if (rank == root)
-            cc_fill(a, t, LOOM_SUM, seed, root, 0, count);
-        else
-            memset(a, 0x5a, (size_t)count * es);
-        res = loom_broadcast(a, count, t, root, comm, NULL);
-        for (uint64_t i = 0; res == 0 && i < count && !bad; i++)
-            bad = !cc_check_copy(a, i, t, seed, root, i);
-        break;
-    case 3:
-        cc_fill(a, t, op, seed, rank, 0, (uint64_t)n * count);
-        out = inplace ? a + (size_t)rank * count * es : b;
-        res = loom_reduce_scatter(a, out, count, t, op, comm, NULL);
-        for (uint64_t i = 0; res == 0 && i < count && !bad; i++)
-            bad = !cc_check_reduced(out, i, t, op, seed, n, (uint64_t)rank * count + i);
-        break;
-    case 4:
-        cc_fill(a, t, op, seed, rank, 0, count);
-        res = loom_reduce(a, inplace ? a : (rank == root ? b : NULL), count, t, op, root,
-                          comm, NULL);
-        for (uint64_t i = 0; res == 0 && rank == root && i < count && !bad; i++)
-            bad = !cc_check_reduced(out, i, t, op, seed, n, i);
-        break;
-    }
-    if (res != LOOM_SUCCESS)
-        FAIL("%s %s count %" PRIu64 ": %s: %s", kname[kind], loom_dtype_name(t), count,
-             loom_result_string(res), loom_get_error_string(comm));
-    else if (bad)
-        FAIL("%s %s %s count %" PRIu64 " %s: wrong result", kname[kind], loom_dtype_name(t),
-             loom_redop_name(op), count, inplace ? "in place" : "out of place");
-    /* nothing written past the output */
-    size_t outb = kind == 1 ? full : (size_t)count * es;
-    if (!inplace && kind != 2 && (kind != 4 || rank == root))
-        for (size_t k = outb; k < outb + 64; k++)
-            if ((unsigned char)b[k] != 0xa5) {
-                FAIL("%s count %" PRIu64 ": byte %zu past the output written", kname[kind],
-                     count, k - outb);
-                bad = 1;
-                break;
-            }
-    free(a);
-    free(b);
-    return res != LOOM_SUCCESS || bad;
-}
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
 {
