@@ -317,7 +317,7 @@ static int rank_killed(int rank, int n, void *arg)
                 dt, msg);
         return 10;
     }
-    fprintf(stderr, "rank %d saw: %s\n", rank, msg);
+    fprintf(stderr, "rank %d saw after %.3f s: %s\n", rank, dt, msg);
     loom_comm_destroy(comm);
     return 0;
 }

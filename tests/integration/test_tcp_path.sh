@@ -5,4 +5,4 @@
 set -e
 : "${LOOM_BUILDDIR:=.}"
 LOOM_SHM=0 "$LOOM_BUILDDIR/tests/integration/test_comm"
-LOOM_SHM=0 LOOM_TEST_BIG=${LOOM_TEST_BIG:-300007} "$LOOM_BUILDDIR/tests/integration/test_coll" 2 3 4
+LOOM_SHM=0 LOOM_TEST_BIG=${LOOM_TEST_BIG:-300007} "$LOOM_BUILDDIR/tests/integration/test_coll" 2 3 4 5 8
