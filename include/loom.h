@@ -53,7 +53,7 @@ typedef enum loom_result {
 /* A short, static name for a result ("invalid argument"). Never NULL. */
 LOOM_API const char *loom_result_string(loom_result_t res);
 
-/* Version as "MAJOR.MINOR.PATCH" and the features built in ("tcp ofi verbs cuda"). */
+/* Version as "MAJOR.MINOR.PATCH" and the features built in ("tcp shm ..."). */
 LOOM_API loom_result_t loom_get_version(int *code, const char **version_string);
 LOOM_API loom_result_t loom_get_features(const char **features);
 
