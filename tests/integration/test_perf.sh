@@ -8,7 +8,7 @@ set -u
 
 builddir=${LOOM_BUILDDIR:-.}
 srcdir=${LOOM_SRCDIR:-.}
-RUN="$builddir/loom-run"
+RUN="$builddir/tools/loom-run"
 [ -x "$RUN" ] || { echo "FAIL: $RUN not built"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_perf.XXXXXX") || exit 1

@@ -9,7 +9,7 @@ set -u
 
 builddir=${LOOM_BUILDDIR:-.}
 srcdir=${LOOM_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-RUN="$builddir/loom-run"
+RUN="$builddir/tools/loom-run"
 RT="$builddir/tools/loom-ranktable"
 for b in "$RUN" "$RT"; do
     [ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
