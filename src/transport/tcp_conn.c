@@ -481,7 +481,7 @@ loom_result_t loom_tcp_connect_all(struct loom_tx *tx, const void *eps,
     }
 
     struct loom_auth_key key;
-    char kerr[512] = "";
+    char kerr[400] = "";
     loom_result_t kres = loom_auth_key_from_config(&key, kerr, sizeof kerr);
     if (kres < 0) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: rank %d: %s", me, kerr);
