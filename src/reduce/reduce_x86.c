@@ -20,16 +20,29 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "reduce/reduce_gen.h"
 
 #define LOOM_RX_ATTR __attribute__((target("avx2,f16c")))
 
+/* AVX2 from the compiler's runtime (which also checks that the OS saves YMM
+ * state); F16C from CPUID leaf 1 directly, since clang before 15 does not
+ * know __builtin_cpu_supports("f16c"). Cached: CPUID traps to the
+ * hypervisor in a VM. */
 int loom_reduce_x86_supported(void)
 {
+    static int cached = -1;
+    int have = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (have >= 0)
+        return have;
+    unsigned eax, ebx, ecx = 0, edx;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    have = __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+    __atomic_store_n(&cached, have, __ATOMIC_RELAXED);
+    return have;
 }
 
 LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i8, int8_t, uint8_t)
