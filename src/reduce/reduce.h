@@ -3,7 +3,12 @@
  * float16 and bfloat16 are reduced in float32 and rounded back to nearest
  * even. LOOM_AVG reduces as LOOM_SUM; loom_reduce_avg_finish() divides at the
  * end (integers truncate toward zero). Integer SUM/PROD wrap (unsigned
- * arithmetic), never undefined behaviour. MIN/MAX of floats propagate NaN. */
+ * arithmetic), never undefined behaviour. MIN/MAX of floats propagate NaN:
+ * if either operand is NaN the result is NaN (which NaN is unspecified).
+ * MIN/MAX of equal operands return a's value, so min(+0.0, -0.0) is +0.0 and
+ * min(-0.0, +0.0) is -0.0. float16/bfloat16 results round to nearest even
+ * (overflow gives inf; NaN stays a quiet NaN). Float arithmetic assumes the
+ * default rounding mode (round to nearest). */
 #ifndef LOOM_REDUCE_H
 #define LOOM_REDUCE_H
 

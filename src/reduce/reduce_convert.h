@@ -80,6 +80,57 @@ static inline uint16_t loom_rc_f2h(float f)
     return (uint16_t)(sign | q);
 }
 
+/* All-ones when cond, else zero; and a select built from it. Written as
+ * masks because GCC keeps some ?: as branches, which stops vectorisation. */
+static inline uint32_t loom_rc_mask(int cond)
+{
+    return (uint32_t)0 - (uint32_t)(cond != 0);
+}
+
+static inline uint32_t loom_rc_select(uint32_t mask, uint32_t yes, uint32_t no)
+{
+    return (yes & mask) | (no & ~mask);
+}
+
+/* Variants for the portable kernels: no loops or early returns, so GCC can
+ * vectorise them (SSE2 has no per-lane variable shift, hence the float
+ * tricks). Same results as loom_rc_h2f/loom_rc_f2h under the default
+ * rounding mode (round to nearest), which the kernels' float arithmetic
+ * assumes anyway; FTZ/DAZ do not matter because no float operation here
+ * takes or makes a subnormal float32. */
+static inline float loom_rc_h2f_vec(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t abs = h & 0x7fffu;
+    uint32_t normal = (abs << 13) + (112u << 23);          /* rebias 15 -> 127 */
+    uint32_t special = (abs << 13) | 0x7f800000u;          /* inf / NaN */
+    /* subnormal: mant * 2^-24, exact in float32 and never subnormal there */
+    uint32_t sub = loom_rc_f32_bits((float)(int32_t)abs * 0x1p-24f);
+    uint32_t r = loom_rc_select(loom_rc_mask(abs >= 0x7c00u), special, normal);
+    r = loom_rc_select(loom_rc_mask(abs < 0x0400u), sub, r);
+    return loom_rc_f32_from_bits(sign | r);
+}
+
+static inline uint16_t loom_rc_f2h_vec(float f)
+{
+    uint32_t x = loom_rc_f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    uint32_t odd = (ax >> 13) & 1u;
+    uint32_t normal = (ax + 0xc8000fffu + odd) >> 13;       /* as loom_rc_f2h */
+    /* |f| < 2^-14: adding 0.5 leaves the bits below 2^-24 to the FPU's round
+     * to nearest even; the difference in bits is the subnormal half (0x400,
+     * the smallest normal, when it rounds up) */
+    uint32_t is_small = loom_rc_mask(ax < 0x38800000u);
+    float small = loom_rc_f32_from_bits(ax & is_small);
+    uint32_t sub = loom_rc_f32_bits(small + 0.5f) - 0x3f000000u;
+    uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);
+    uint32_t r = loom_rc_select(is_small, sub, normal);
+    r = loom_rc_select(loom_rc_mask(ax >= 0x477ff000u), 0x7c00u, r);
+    r = loom_rc_select(loom_rc_mask(ax > 0x7f800000u), nan, r);
+    return (uint16_t)(sign | r);
+}
+
 /* bfloat16 -> binary32: the upper 16 bits. */
 static inline float loom_rc_b2f(uint16_t b)
 {

@@ -24,7 +24,7 @@ LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_i32, int32_t, uint32_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_u32, uint32_t, uint32_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_i64, int64_t, uint64_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_u64, uint64_t, uint64_t)
-LOOM_RG_HALF_ELEMS(LOOM_RG_GENERIC, g_f16, loom_rc_h2f, loom_rc_f2h)
+LOOM_RG_HALF_ELEMS(LOOM_RG_GENERIC, g_f16, loom_rc_h2f_vec, loom_rc_f2h_vec)
 LOOM_RG_HALF_ELEMS(LOOM_RG_GENERIC, g_bf16, loom_rc_b2f, loom_rc_f2b)
 LOOM_RG_FLOAT_ELEMS(LOOM_RG_GENERIC, g_f32, float)
 LOOM_RG_FLOAT_ELEMS(LOOM_RG_GENERIC, g_f64, double)
@@ -82,7 +82,7 @@ void loom_reduce_avg_finish_kernel(void *buf, size_t count, loom_dtype_t dtype,
     case LOOM_UINT32: LOOM_RG_DIV_LOOP(uint32_t, uint64_t); break;
     case LOOM_INT64: LOOM_RG_DIV_LOOP(int64_t, int64_t); break;
     case LOOM_UINT64: LOOM_RG_DIV_LOOP(uint64_t, uint64_t); break;
-    case LOOM_FLOAT16: LOOM_RG_DIV_HALF_LOOP(loom_rc_h2f, loom_rc_f2h); break;
+    case LOOM_FLOAT16: LOOM_RG_DIV_HALF_LOOP(loom_rc_h2f_vec, loom_rc_f2h_vec); break;
     case LOOM_BFLOAT16: LOOM_RG_DIV_HALF_LOOP(loom_rc_b2f, loom_rc_f2b); break;
     case LOOM_FLOAT32: LOOM_RG_DIV_LOOP(float, float); break;
     case LOOM_FLOAT64: LOOM_RG_DIV_LOOP(double, double); break;

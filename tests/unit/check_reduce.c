@@ -17,6 +17,7 @@
 
 #include "loom.h"
 #include "reduce/reduce.h"
+#include "reduce/reduce_convert.h" /* the kernels' vectorisable variants */
 
 /* Check's ck_assert records a mark point (a write to a pipe) on every pass;
  * the loops here run millions of checks, so they test first and abort only
@@ -133,24 +134,36 @@ static uint16_t ref_d2b(double v)
 /* Conversion tests                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* loom_float_to_half(), after checking that the portable kernels' variant
+ * (loom_rc_f2h_vec) gives the same bits. */
+static uint16_t f2h_both(float f)
+{
+    uint16_t h = loom_float_to_half(f), v = loom_rc_f2h_vec(f);
+    REQUIRE(h == v, "float %a: loom_float_to_half 0x%04x, vector variant 0x%04x",
+            f, h, v);
+    return h;
+}
+
 START_TEST(test_half_exhaustive)
 {
     for (uint32_t i = 0; i < 65536; i++) {
         uint16_t h = (uint16_t)i;
         float f = loom_half_to_float(h);
         double want = ref_h2d(h);
+        REQUIRE(f32_to_bits(loom_rc_h2f_vec(h)) == f32_to_bits(f),
+                "half 0x%04x: vector variant differs", h);
         if (half_is_nan(h)) {
             REQUIRE(isnan(f), "half 0x%04x -> %a, want NaN", h, f);
-            REQUIRE(half_is_nan(loom_float_to_half(f)),
+            REQUIRE(half_is_nan(f2h_both(f)),
                           "half NaN 0x%04x did not stay NaN", h);
             continue;
         }
         REQUIRE((double)f == want && !signbit(f) == !signbit(want),
                       "half 0x%04x -> %a, want %a", h, f, want);
         REQUIRE(ref_d2h(want) == h, "reference round trip of 0x%04x", h);
-        REQUIRE(loom_float_to_half(f) == h,
+        REQUIRE(f2h_both(f) == h,
                       "half 0x%04x round trip gave 0x%04x", h,
-                      loom_float_to_half(f));
+                      f2h_both(f));
     }
 }
 END_TEST
@@ -170,39 +183,39 @@ START_TEST(test_half_halfway)
             float fmid = (float)mid;
             REQUIRE((double)fmid == mid, "midpoint not exact in float");
             uint16_t even = (lo & 1) ? hi : lo;
-            REQUIRE(loom_float_to_half(fmid) == even,
+            REQUIRE(f2h_both(fmid) == even,
                           "midpoint %a of 0x%04x/0x%04x -> 0x%04x, want 0x%04x",
-                          mid, lo, hi, loom_float_to_half(fmid), even);
+                          mid, lo, hi, f2h_both(fmid), even);
             REQUIRE_U16(ref_d2h(fmid), even, "reference midpoint");
             float below = nextafterf(fmid, 0.0f); /* toward lo */
             float above = nextafterf(fmid, neg ? -INFINITY : INFINITY);
-            REQUIRE(loom_float_to_half(below) == lo,
+            REQUIRE(f2h_both(below) == lo,
                           "%a -> 0x%04x, want 0x%04x", below,
-                          loom_float_to_half(below), lo);
-            REQUIRE(loom_float_to_half(above) == hi,
+                          f2h_both(below), lo);
+            REQUIRE(f2h_both(above) == hi,
                           "%a -> 0x%04x, want 0x%04x", above,
-                          loom_float_to_half(above), hi);
+                          f2h_both(above), hi);
         }
     }
     /* explicit edges */
-    ck_assert_uint_eq(loom_float_to_half(65504.0f), 0x7bff);
-    ck_assert_uint_eq(loom_float_to_half(65519.996f), 0x7bff);
-    ck_assert_uint_eq(loom_float_to_half(65520.0f), 0x7c00);
-    ck_assert_uint_eq(loom_float_to_half(-1e9f), 0xfc00);
-    ck_assert_uint_eq(loom_float_to_half(INFINITY), 0x7c00);
-    ck_assert_uint_eq(loom_float_to_half(-INFINITY), 0xfc00);
-    ck_assert_uint_eq(loom_float_to_half(0x1p-24f), 0x0001);
-    ck_assert_uint_eq(loom_float_to_half(0x1p-25f), 0x0000);     /* tie -> 0 */
-    ck_assert_uint_eq(loom_float_to_half(0x1.000002p-25f), 0x0001);
-    ck_assert_uint_eq(loom_float_to_half(0x3p-25f), 0x0002);     /* tie -> 2 */
-    ck_assert_uint_eq(loom_float_to_half(-0.0f), 0x8000);
-    ck_assert_uint_eq(loom_float_to_half(1e-30f), 0x0000);
-    ck_assert_uint_eq(loom_float_to_half(FLT_TRUE_MIN), 0x0000);
-    ck_assert_uint_eq(loom_float_to_half(1.0f + 0x1p-11f), 0x3c00);
-    ck_assert_uint_eq(loom_float_to_half(1.0f + 0x3p-11f), 0x3c02);
-    ck_assert(half_is_nan(loom_float_to_half(NAN)));
-    ck_assert(half_is_nan(loom_float_to_half(bits_to_f32(0x7f800001)))); /* sNaN */
-    ck_assert(half_is_nan(loom_float_to_half(bits_to_f32(0xffc00000))));
+    ck_assert_uint_eq(f2h_both(65504.0f), 0x7bff);
+    ck_assert_uint_eq(f2h_both(65519.996f), 0x7bff);
+    ck_assert_uint_eq(f2h_both(65520.0f), 0x7c00);
+    ck_assert_uint_eq(f2h_both(-1e9f), 0xfc00);
+    ck_assert_uint_eq(f2h_both(INFINITY), 0x7c00);
+    ck_assert_uint_eq(f2h_both(-INFINITY), 0xfc00);
+    ck_assert_uint_eq(f2h_both(0x1p-24f), 0x0001);
+    ck_assert_uint_eq(f2h_both(0x1p-25f), 0x0000);     /* tie -> 0 */
+    ck_assert_uint_eq(f2h_both(0x1.000002p-25f), 0x0001);
+    ck_assert_uint_eq(f2h_both(0x3p-25f), 0x0002);     /* tie -> 2 */
+    ck_assert_uint_eq(f2h_both(-0.0f), 0x8000);
+    ck_assert_uint_eq(f2h_both(1e-30f), 0x0000);
+    ck_assert_uint_eq(f2h_both(FLT_TRUE_MIN), 0x0000);
+    ck_assert_uint_eq(f2h_both(1.0f + 0x1p-11f), 0x3c00);
+    ck_assert_uint_eq(f2h_both(1.0f + 0x3p-11f), 0x3c02);
+    ck_assert(half_is_nan(f2h_both(NAN)));
+    ck_assert(half_is_nan(f2h_both(bits_to_f32(0x7f800001)))); /* sNaN */
+    ck_assert(half_is_nan(f2h_both(bits_to_f32(0xffc00000))));
 }
 END_TEST
 
@@ -225,7 +238,7 @@ START_TEST(test_half_random_floats)
         if (i & 1) /* concentrate on the half range (exponents 97..143) */
             u = (u & 0x807fffffu) | ((97u + (u >> 23) % 47u) << 23);
         float f = bits_to_f32(u);
-        uint16_t got = loom_float_to_half(f);
+        uint16_t got = f2h_both(f);
         if (isnan(f)) {
             REQUIRE(half_is_nan(got), "NaN 0x%08x -> 0x%04x", u, got);
             continue;
