@@ -83,28 +83,13 @@ loom_result_t loom_chain_broadcast(struct loom_comm *comm, struct loom_op *op)
         if (res < 0)
             return res;
         int moved = 0;
-        while (nrdone < nrpost && rreq[nrdone % CHAIN_WINDOW].done) {
-            if (rreq[nrdone % CHAIN_WINDOW].status < 0)
-                return loom_p2p_req_failed(&w, &rreq[nrdone % CHAIN_WINDOW]);
-            nrdone++;
-            moved = 1;
-        }
-        while (nsdone < nspost && sreq[nsdone % CHAIN_WINDOW].done) {
-            if (sreq[nsdone % CHAIN_WINDOW].status < 0)
-                return loom_p2p_req_failed(&w, &sreq[nsdone % CHAIN_WINDOW]);
-            nsdone++;
-            moved = 1;
-        }
+        LOOM_CHECK(loom_p2p_reap(&w, rreq, CHAIN_WINDOW, &nrdone, nrpost, &moved));
+        LOOM_CHECK(loom_p2p_reap(&w, sreq, CHAIN_WINDOW, &nsdone, nspost, &moved));
         if (nrdone == ch.nchunks && nsdone == total_s)
             return LOOM_SUCCESS;
-        if (moved) {
-            loom_waiter_active(&w);
-        } else {
-            res = loom_p2p_idle(&w, nrdone < nrpost ? &rreq[nrdone % CHAIN_WINDOW]
-                                                    : &sreq[nsdone % CHAIN_WINDOW]);
-            if (res < 0)
-                return res;
-        }
+        LOOM_CHECK(loom_p2p_settle(&w, moved,
+                                   nrdone < nrpost ? &rreq[nrdone % CHAIN_WINDOW]
+                                                   : &sreq[nsdone % CHAIN_WINDOW]));
     }
 }
 
@@ -188,21 +173,11 @@ loom_result_t loom_chain_reduce(struct loom_comm *comm, struct loom_op *op)
             nrdone++;
             moved = 1;
         }
-        while (nsdone < nspost && sreq[nsdone % CHAIN_WINDOW].done) {
-            if (sreq[nsdone % CHAIN_WINDOW].status < 0)
-                return loom_p2p_req_failed(&w, &sreq[nsdone % CHAIN_WINDOW]);
-            nsdone++;
-            moved = 1;
-        }
+        LOOM_CHECK(loom_p2p_reap(&w, sreq, CHAIN_WINDOW, &nsdone, nspost, &moved));
         if (nrdone == ch.nchunks && nsdone == total_s)
             return LOOM_SUCCESS;
-        if (moved) {
-            loom_waiter_active(&w);
-        } else {
-            res = loom_p2p_idle(&w, nrdone < nrpost ? &rreq[nrdone % CHAIN_WINDOW]
-                                                    : &sreq[nsdone % CHAIN_WINDOW]);
-            if (res < 0)
-                return res;
-        }
+        LOOM_CHECK(loom_p2p_settle(&w, moved,
+                                   nrdone < nrpost ? &rreq[nrdone % CHAIN_WINDOW]
+                                                   : &sreq[nsdone % CHAIN_WINDOW]));
     }
 }

@@ -97,6 +97,17 @@ static inline void loom_waiter_active(struct loom_waiter *w)
 /* Wait until every request in reqs[0..n) is done. */
 loom_result_t loom_p2p_wait_all(struct loom_waiter *w, struct loom_tx_req *reqs,
                                 int n);
+/* Reap, in posting order, the requests of a ring of `window` slots that
+ * have completed: *ndone advances up to npost, *moved is set when any did.
+ * A failed request is recorded on the comm and returned. */
+loom_result_t loom_p2p_reap(struct loom_waiter *w, struct loom_tx_req *reqs,
+                            uint64_t window, uint64_t *ndone, uint64_t npost,
+                            int *moved);
+/* The end of one pass of a pipelined loop: reset the idle clock when
+ * something completed, else spin, yield or sleep (blocker named on a
+ * timeout). */
+loom_result_t loom_p2p_settle(struct loom_waiter *w, int moved,
+                              const struct loom_tx_req *blocker);
 /* A request completed with an error: record it on the comm. */
 loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
                                   const struct loom_tx_req *req);

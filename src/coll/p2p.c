@@ -234,3 +234,26 @@ loom_result_t loom_p2p_wait_all(struct loom_waiter *w, struct loom_tx_req *reqs,
         }
     }
 }
+
+loom_result_t loom_p2p_reap(struct loom_waiter *w, struct loom_tx_req *reqs,
+                            uint64_t window, uint64_t *ndone, uint64_t npost,
+                            int *moved)
+{
+    while (*ndone < npost && reqs[*ndone % window].done) {
+        if (reqs[*ndone % window].status < 0)
+            return loom_p2p_req_failed(w, &reqs[*ndone % window]);
+        (*ndone)++;
+        *moved = 1;
+    }
+    return LOOM_SUCCESS;
+}
+
+loom_result_t loom_p2p_settle(struct loom_waiter *w, int moved,
+                              const struct loom_tx_req *blocker)
+{
+    if (moved) {
+        loom_waiter_active(w);
+        return LOOM_SUCCESS;
+    }
+    return loom_p2p_idle(w, blocker);
+}

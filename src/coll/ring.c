@@ -207,25 +207,13 @@ static loom_result_t ring_run(struct loom_comm *comm, struct loom_op *op,
             cursor_next(&rdone, p);
             moved = 1;
         }
-        while (nsdone < nspost && sreq[nsdone % RING_WINDOW].done) {
-            int slot = (int)(nsdone % RING_WINDOW);
-            if (sreq[slot].status < 0)
-                return loom_p2p_req_failed(&w, &sreq[slot]);
-            nsdone++;
-            moved = 1;
-        }
+        LOOM_CHECK(loom_p2p_reap(&w, sreq, RING_WINDOW, &nsdone, nspost, &moved));
         if (cursor_end(&rdone, p) && cursor_end(&spost, p) && nsdone == nspost)
             return LOOM_SUCCESS;
-        if (moved) {
-            loom_waiter_active(&w);
-        } else {
-            const struct loom_tx_req *blocker =
-                nrdone < nrpost ? &rreq[nrdone % RING_WINDOW]
-                                : (nsdone < nspost ? &sreq[nsdone % RING_WINDOW] : NULL);
-            res = loom_p2p_idle(&w, blocker);
-            if (res < 0)
-                return res;
-        }
+        LOOM_CHECK(loom_p2p_settle(
+            &w, moved,
+            nrdone < nrpost ? &rreq[nrdone % RING_WINDOW]
+                            : (nsdone < nspost ? &sreq[nsdone % RING_WINDOW] : NULL)));
     }
 }
 
