@@ -123,8 +123,8 @@ static loom_result_t check_call(struct loom_shm_ctx *x, int j)
 }
 
 /* Any peer failed or died, or abort/timeout: set the error and return it. */
-static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
-                                 uint64_t start_ns)
+static loom_result_t check_peers(struct loom_shm_ctx *x, int j, uint32_t target,
+                                 int check_pids, uint64_t start_ns)
 {
     struct loom_shm *s = x->s;
     struct loom_comm *comm = x->comm;
@@ -157,7 +157,10 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, int check_pids,
     /* Only the peer waited for: another may have finished its part of the
      * call (or of the last call) and left in order; if it died instead, the
      * peer waited for notices and says so through its failed flag. */
-    if (check_pids && j != s->me && loom_shm_pid_gone(s->pids[j])) {
+    /* a peer that reached the phase and then left in order is no failure:
+     * its last counter bump is visible once its process is gone */
+    if (check_pids && j != s->me && loom_shm_pid_gone(s->pids[j]) &&
+        !reached(__atomic_load_n(&s->ctrl[j].epoch, __ATOMIC_ACQUIRE), target)) {
         describe(x, what, sizeof what);
         loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
                             "%s: %s died (process %d is gone) while rank %d "
@@ -243,7 +246,7 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
         int check_pids = now - last_check >= (uint64_t)LOOM_SHM_SLICE_NS;
         if (check_pids)
             last_check = now;
-        loom_result_t res = check_peers(x, j, check_pids, start);
+        loom_result_t res = check_peers(x, j, target, check_pids, start);
         if (res < 0)
             return res;
         __atomic_add_fetch(&s->ctrl[j].waiters, 1, __ATOMIC_SEQ_CST);
