@@ -31,6 +31,11 @@ struct ring_plan {
     char *final_dst;         /* where segment pos's final reduction goes (NULL: work) */
     loom_reduce_fn fn;
     int avg_n;               /* divide segment pos by this after reducing  */
+    /* allgather out of place: this rank's block is sent from own_src (it
+     * sits at own_off in work) and copied into work once the first sends
+     * are under way, so the copy overlaps the network */
+    const char *own_src;
+    size_t own_off, own_len;
     loom_dtype_t dtype;
 };
 
@@ -174,6 +179,10 @@ static loom_result_t ring_run(struct loom_comm *comm, struct loom_op *op,
             size_t off, len;
             chunk_range(p, seg, spost.c, &off, &len);
             const char *from = (spost.t == p->t_begin && reduces) ? p->src : p->work;
+            if (spost.t == p->t_begin && p->own_src) {
+                from = p->own_src;
+                off -= p->own_off;
+            }
             res = loom_p2p_post(&w, &sreq[slot], p->right, 1, (void *)(from + off),
                                 len);
             if (res < 0)
@@ -184,6 +193,10 @@ static loom_result_t ring_run(struct loom_comm *comm, struct loom_op *op,
         res = loom_p2p_progress(&w);
         if (res < 0)
             return res;
+        if (p->own_len) {
+            memcpy(p->work + p->own_off, p->own_src, p->own_len);
+            p->own_len = 0;
+        }
         int moved = 0;
         /* complete receives in order, reducing as they land */
         while (nrdone < nrpost && rreq[nrdone % RING_WINDOW].done) {
@@ -253,8 +266,15 @@ loom_result_t loom_ring_allgather(struct loom_comm *comm, struct loom_op *op)
     plan_init(&p, comm, op);
     size_t block = (size_t)op->count * p.elem;
     char *mine = (char *)op->recvbuf + (size_t)comm->rank * block;
-    if (op->sendbuf != mine && block)
-        memcpy(mine, op->sendbuf, block);
+    if (op->sendbuf != mine && block) {
+        if (p.n == 1) {
+            memcpy(mine, op->sendbuf, block);
+        } else {
+            p.own_src = op->sendbuf;
+            p.own_off = (size_t)comm->rank * block;
+            p.own_len = block;
+        }
+    }
     p.t_begin = p.n - 1;
     p.t_end = 2 * (p.n - 1);
     p.count = op->count;

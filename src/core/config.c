@@ -83,7 +83,7 @@ static const struct config_var config_vars[] = {
     {"LOOM_TRACE_DIR", CONFIG_STRING, "", FIELD(trace_dir), 0, 0, 0,
      "directory for flight-recorder dumps (last 64 calls) on timeout, abort, SIGUSR1", NULL},
     {"LOOM_NSOCKS", CONFIG_INT, "2", FIELD(nsocks), 1, 16, 0,
-     "TCP sockets per peer connection", NULL},
+     "TCP sockets per peer and direction; large messages are striped over them", NULL},
     {"LOOM_SOCKET_IFNAME", CONFIG_STRING, "", FIELD(socket_ifname), 0, 0, 0,
      "interfaces to use: prefix list, ^ = exclude, = = exact; \"\" = auto", NULL},
     {"LOOM_CHUNK_SIZE", CONFIG_SIZE, "1M", FIELD(chunk_size), 1024.0, 1073741824.0, 0,

@@ -1,9 +1,11 @@
 /* tcp.c - the tcp transport's data path: FIFO-matched, striped messages over
  * non-blocking sockets, driven by a poll-first progress loop.
  *
- * A message of at most LOOM_TCP_STRIPE_MIN bytes (or any message with one
- * socket per peer) goes on socket 0 as one frame; a longer one is cut into
- * stripes of equal, page-rounded size, stripe s on socket s. Both sides derive
+ * Each direction between two ranks has LOOM_NSOCKS sockets of its own
+ * (lanes, tcp_priv.h). A message of at most LOOM_TCP_STRIPE_MIN bytes (or
+ * any message with one lane) goes on the direction's first lane as one
+ * frame; a longer one is cut into stripes of equal, page-rounded size,
+ * stripe s on lane s. Both sides derive
  * the cut from the length alone, and both post in the same order, so each
  * socket's queue of (request, stripe) entries matches the peer's. Every frame
  * carries a header (tcp_frame.h) that the receiver checks against what it
@@ -263,10 +265,32 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
     }
 }
 
+static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk);
+static int scan_controls(struct loom_tx *tx, int r);
+
 /* A link to r ended (EOF, reset, broken pipe): before calling it a crash,
  * look for a control frame r left on any of its sockets at a frame boundary
- * (an abort notice may sit on another socket than the one that ended). */
+ * (an abort notice may sit on another socket than the one that ended), then
+ * read what r sent for the receives posted here: sockets do not keep order
+ * between them, and a frame of another call r sent before it left names
+ * the real cause. Returns 1 when that failed r. */
 static int control_pending(struct loom_tx *tx, int r)
+{
+    struct tcp_priv *tp = tx->priv;
+    struct tcp_peer *peer = &tp->peers[r];
+    if (peer->draining)
+        return 0;
+    if (scan_controls(tx, r))
+        return 1;
+    peer->draining = 1;
+    for (int s = 0; s < tp->nsocks && !peer->failed; s++)
+        if (peer->socks[s].fd >= 0 && peer->socks[s].recvq.head)
+            sock_recv(tx, &peer->socks[s]);
+    peer->draining = 0;
+    return peer->failed != 0;
+}
+
+static int scan_controls(struct loom_tx *tx, int r)
 {
     struct tcp_priv *tp = tx->priv;
     struct tcp_peer *peer = &tp->peers[r];
@@ -384,7 +408,14 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
         handle_control(tx, sk->peer, &f, 1);
         return -1;
     case LOOM_TCP_FRAME_OTHER_CALL:
-        /* a different collective call: the owner names both */
+        /* a different collective call: the owner names both. The peer is
+         * told which call this rank is in before the links close, since it
+         * may not have read (or even been sent) this rank's frames: its
+         * sends and this rank's travel on different sockets. */
+        send_control(tx, sk->peer, LOOM_TCP_CTL_ABORT, op->req->desc, op->req->tag,
+                     op->req->count,
+                     (uint64_t)(uint32_t)LOOM_ERROR_MISMATCH << 32 |
+                         (uint32_t)(sk->peer + 1));
         tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = sk->peer,
                                                  .tag = f.tag, .desc = f.desc,
                                                  .count = f.count};
@@ -497,10 +528,13 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
         req_finish(req, res);
         return res;
     }
-    /* The cut depends only on the length and nsocks, same on both sides. */
+    /* The cut depends only on the length and the lanes, same on both
+     * sides; stripe s goes on lane s of this direction. */
+    const int lanes = tp->nsocks / 2;
+    const int from = is_send ? tx->params.rank : r, to = is_send ? r : tx->params.rank;
     size_t chunk = req->len, nstripes = 1;
-    if (tp->nsocks > 1 && req->len > LOOM_TCP_STRIPE_MIN) {
-        chunk = (req->len + (size_t)tp->nsocks - 1) / (size_t)tp->nsocks;
+    if (lanes > 1 && req->len > LOOM_TCP_STRIPE_MIN) {
+        chunk = (req->len + (size_t)lanes - 1) / (size_t)lanes;
         chunk = (chunk + LOOM_TCP_STRIPE_ALIGN - 1) &
                 ~(size_t)(LOOM_TCP_STRIPE_ALIGN - 1);
         nstripes = (req->len + chunk - 1) / chunk;
@@ -508,7 +542,8 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     struct tcp_op *ops[LOOM_TCP_MAX_SOCKS];
     for (size_t s = 0; s < nstripes; s++) {
         ops[s] = op_get(tp);
-        if (!ops[s] || activate(tx, &peer->socks[s]) != LOOM_SUCCESS) {
+        if (!ops[s] ||
+            activate(tx, &peer->socks[loom_tcp_lane_sock(from, to, (int)s)]) != LOOM_SUCCESS) {
             if (ops[s])
                 op_put(tp, ops[s]);
             while (s--)
@@ -521,6 +556,7 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     req->priv[0] = nstripes;
     for (size_t s = 0; s < nstripes; s++) {
         struct tcp_op *op = ops[s];
+        struct tcp_sock *sk = &peer->socks[loom_tcp_lane_sock(from, to, (int)s)];
         size_t off = s * chunk;
         op->req = req;
         op->base = (uint8_t *)req->buf + off;
@@ -535,9 +571,9 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
                 .comm_id = tx->params.comm_id, .seq = seq, .len = op->len,
                 .count = req->count};
             loom_tcp_frame_encode(&f, op->hdr);
-            queue_push(&peer->socks[s].sendq, op);
+            queue_push(&sk->sendq, op);
         } else {
-            queue_push(&peer->socks[s].recvq, op);
+            queue_push(&sk->recvq, op);
         }
     }
     return LOOM_SUCCESS;

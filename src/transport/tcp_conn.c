@@ -62,13 +62,13 @@ loom_result_t loom_tcp_init(struct loom_tx *tx, void *ep, size_t *ep_len)
                  "tcp: rank %d is not in 0..%d", p->rank, p->nranks - 1);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    if (p->nsocks < 1 || p->nsocks > LOOM_TCP_MAX_SOCKS) {
+    if (p->nsocks < 1 || p->nsocks > LOOM_TCP_MAX_SOCKS / 2) {
         snprintf(tx->errmsg, sizeof tx->errmsg,
-                 "tcp: %d sockets per peer is not in 1..%d", p->nsocks,
-                 LOOM_TCP_MAX_SOCKS);
+                 "tcp: %d sockets per peer and direction is not in 1..%d",
+                 p->nsocks, LOOM_TCP_MAX_SOCKS / 2);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    tp->nsocks = p->nsocks;
+    tp->nsocks = 2 * p->nsocks; /* params.nsocks lanes each way */
     if (loom_net_parse(p->local_addr, 0, &tp->self, &tp->selflen) != 0) {
         snprintf(tx->errmsg, sizeof tx->errmsg,
                  "tcp: local address \"%s\" is not a numeric IPv4/IPv6 address",

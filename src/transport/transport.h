@@ -48,7 +48,7 @@ struct loom_tx_params {
     int nranks;
     uint64_t comm_id;            /* carried in every frame; checked         */
     const char *local_addr;      /* numeric IPv4/IPv6 address to listen on  */
-    int nsocks;                  /* connections per peer (stripes)          */
+    int nsocks;                  /* sockets per peer and direction (lanes)  */
     double connect_timeout;      /* seconds for connect_all                 */
     int wake_fd;                 /* readable = leave progress now (abort); -1 none */
     /* "rank 3 (server 10.0.0.3, 10.0.0.3:29603)": for messages. May be NULL. */

@@ -21,6 +21,7 @@
 #include "transport/net.h"
 #include "transport/tcp_check.h"
 #include "transport/tcp_frame.h"
+#include "transport/tcp_priv.h"
 #include "transport/transport.h"
 #include "mp_util.h"
 
@@ -597,6 +598,19 @@ START_TEST(test_connect_timeout_names_peer)
 }
 END_TEST
 
+/* The two directions of a pair never share a socket, and both ends name
+ * the same socket for a lane. */
+START_TEST(test_lanes)
+{
+    for (int lane = 0; lane < LOOM_TCP_MAX_SOCKS / 2; lane++) {
+        ck_assert_int_eq(loom_tcp_lane_sock(0, 3, lane), 2 * lane);
+        ck_assert_int_eq(loom_tcp_lane_sock(3, 0, lane), 2 * lane + 1);
+        ck_assert_int_eq(loom_tcp_lane_sock(5, 7, lane), loom_tcp_lane_sock(2, 4, lane));
+        ck_assert_int_lt(loom_tcp_lane_sock(9, 1, lane), LOOM_TCP_MAX_SOCKS);
+    }
+}
+END_TEST
+
 START_TEST(test_registry_and_arguments)
 {
     ck_assert_ptr_eq(loom_transport_find("tcp"), &loom_tcp_transport);
@@ -617,6 +631,11 @@ START_TEST(test_registry_and_arguments)
     tp.nsocks = 0;
     ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
                      LOOM_ERROR_INVALID_ARGUMENT);
+    tp.nsocks = LOOM_TCP_MAX_SOCKS / 2 + 1; /* lanes each way: twice the sockets */
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_str_eq(loom_thread_error(),
+                     "tcp: 33 sockets per peer and direction is not in 1..32");
     tp.nsocks = 1;
     tp.local_addr = "::1";
     loom_result_t v6 = loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len);
@@ -973,6 +992,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tf, test_strangers_during_connect);
     tcase_add_test(tf, test_connect_timeout_names_peer);
     tcase_add_test(tf, test_registry_and_arguments);
+    tcase_add_test(tf, test_lanes);
     tcase_add_test(tf, test_key_same);
     tcase_add_test(tf, test_key_strangers_dropped);
     tcase_add_loop_test(tf, test_key_refused, 0, 2);
