@@ -129,54 +129,59 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
     return 0;
 }
 
-/* Automatic choice, from a table measured with `test_algos --bench N`
- * (loopback TCP, 2 shared cores, so 4+ ranks are oversubscribed; every
- * algorithm interleaved per size, best of three rounds, slowest rank).
- * Allreduce, microseconds per float32 sum:
+/* Automatic choice for allreduce: per class of rank count, the algorithm
+ * for each band of message sizes. Measured with `LOOM_SHM=0 test_algos
+ * --bench N` (loopback TCP on 2 shared cores, so 4+ ranks are
+ * oversubscribed): every algorithm interleaved per size, best of five
+ * rounds, slowest rank, two runs; us per float32 sum (the two runs):
  *
- *   n  bytes    ring     rd    tree     rhd   chosen
- *   2  16        136     65     139     130   rd
- *   2  256K      266    169     219     259   rd
- *   2  1M        487    441     579     522   ring
- *   3  384K      288    255     233     276   rd
- *   3  1.5M      767    777     858     791   ring
- *   4  32         94     32     102      62   rd
- *   4  32K       141     79     150     110   rd
- *   4  128K      259    272     306     244   rhd
- *   4  512K      682    825     762     749   ring
- *   6  48K       182    101     167     128   rd
- *   6  192K      302    340     308     303   ring
- *   8  64        244    109     268     192   rd
- *   8  16K       332    172     311     265   rd
- *   8  256K     1229   1387    1161     927   rhd
- *   8  1M       3464   5441    3438    3188   rhd
- *   8  4M      14553  25217   17475   14963   ring
- *  16  32K      6818   2055    3951    2539   rd   (before the yield
- *  16  512K     9720  14611    8445    7478   rhd   policy of p2p.c)
+ *   n  bytes        ring         rd        tree         rhd   chosen
+ *   2  8          15  15      7   8     12  12      15  15   rd
+ *   2  128K       34  36     28  26     54  57      34  37   rd
+ *   2  512K       90  93     88  90    107 107      89  91   ring
+ *   2  2M        335 332    369 421    393 407     347 321   ring
+ *   4  8          56  58     34  31     63  62      51  43   rd
+ *   4  128K      166 134    129 130    179 180     138 136   rd
+ *   4  512K      309 312    380 370    358 355     341 347   ring
+ *   8  8         106 138    105 103    162 176      95  99   rd
+ *   8  32K       265 297    149 146    207 212     226 222   rd
+ *   8  128K      430 459    372 359    408 412     331 326   rhd
+ *   8  512K      907 943   1115 1095   883 1000    804 784   rhd
+ *   8  2M       4315 4021  9211 8302  4950 4907   4762 4250  ring
  *
- * The tree beats the ring from 64K to 1M at 8 ranks but never beats
- * recursive doubling or halving-doubling here, where a message costs tens
- * of microseconds of scheduling: its tree_max is 0 in every row (a table
- * for real links, where its pipelining pays, sets it). Rows: the first
- * whose max_ranks >= n and that fits n (pow2: powers of two only). Server-
- * aware (hierarchical) algorithms will be chosen ahead of this table, from
- * the communicator's topology, when they exist. */
-struct allreduce_row {
-    int max_ranks;
-    int pow2;         /* the row is for powers of two only       */
-    size_t rd_max;    /* recursive doubling up to here (bytes)   */
-    size_t tree_max;  /* then the double binary tree             */
-    size_t rhd_max;   /* then halving-doubling; then the ring    */
+ * Timings here move by 10-20% from run to run (the same algorithm in two
+ * columns differs that much), so an algorithm other than the ring is
+ * chosen only where it beat the ring clearly in every run: the choice must
+ * never be slower than the ring. 3 and 6 ranks (separate runs, us):
+ * 128K rd 94 vs ring 108 and rd 211 vs ring 244; 512K within 5% of it.
+ *
+ * The double binary tree beats the ring at 8 ranks from 32 B to 128K (it
+ * halves the ring's 14 hops) but recursive doubling and halving-doubling
+ * beat it here, where a hop costs a context switch on a shared core
+ * rather than link latency: it is chosen by LOOM_ALGO only. Hierarchical
+ * and shared-memory algorithms come ahead of this table, from the
+ * communicator's topology (loom_coll_select). A row serves rank counts up
+ * to max_ranks (pow2: powers of two only); bands ascend in size, and the
+ * last one, the ring, is open-ended. */
+struct allreduce_band {
+    size_t max_bytes;
+    enum loom_algo algo;
 };
 
+struct allreduce_row {
+    int max_ranks;
+    int pow2;
+    struct allreduce_band band[4];
+};
+
+#define OPEN_END ((size_t)-1)
+
 static const struct allreduce_row allreduce_table[] = {
-    {2, 1, 512 << 10, 0, 0},
-    {3, 0, 512 << 10, 0, 0},
-    {4, 1, 32 << 10, 0, 256 << 10},
-    {8, 1, 32 << 10, 0, 1 << 20},
-    {8, 0, 64 << 10, 0, 0},
-    {1 << 30, 1, 32 << 10, 0, 1 << 20},
-    {1 << 30, 0, 32 << 10, 0, 0},
+    {3, 0, {{128 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
+    {4, 1, {{128 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
+    {7, 0, {{128 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
+    {1 << 30, 1, {{32 << 10, LOOM_ALGO_RD}, {512 << 10, LOOM_ALGO_RHD}, {OPEN_END, LOOM_ALGO_RING}}},
+    {1 << 30, 0, {{32 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
 };
 
 /* Broadcast: binomial below, then the chain (scatter + allgather moves more
@@ -196,13 +201,10 @@ enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
         const struct allreduce_row *row = allreduce_table;
         while (nranks > row->max_ranks || (row->pow2 && !pow2))
             row++;
-        if (bytes <= row->rd_max)
-            return LOOM_ALGO_RD;
-        if (bytes <= row->tree_max)
-            return LOOM_ALGO_TREE;
-        if (bytes <= row->rhd_max)
-            return LOOM_ALGO_RHD;
-        return LOOM_ALGO_RING;
+        const struct allreduce_band *b = row->band;
+        while (bytes > b->max_bytes)
+            b++;
+        return b->algo;
     }
     case LOOM_OP_BROADCAST:
         return bytes <= BCAST_BINOMIAL_MAX ? LOOM_ALGO_BINOMIAL : LOOM_ALGO_CHAIN;

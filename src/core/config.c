@@ -82,7 +82,7 @@ static const struct config_var config_vars[] = {
      "seconds without progress before a rank logs what it waits for (0 = never)", NULL},
     {"LOOM_TRACE_DIR", CONFIG_STRING, "", FIELD(trace_dir), 0, 0, 0,
      "directory for flight-recorder dumps (last 64 calls) on timeout, abort, SIGUSR1", NULL},
-    {"LOOM_NSOCKS", CONFIG_INT, "2", FIELD(nsocks), 1, 16, 0,
+    {"LOOM_NSOCKS", CONFIG_INT, "1", FIELD(nsocks), 1, 16, 0,
      "TCP sockets per peer and direction; large messages are striped over them", NULL},
     {"LOOM_SOCKET_IFNAME", CONFIG_STRING, "", FIELD(socket_ifname), 0, 0, 0,
      "interfaces to use: prefix list, ^ = exclude, = = exact; \"\" = auto", NULL},

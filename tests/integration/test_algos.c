@@ -158,8 +158,11 @@ static int rank_main(int rank, int n, void *arg)
 /* --bench N [MAXBYTES [KIND]]: time per call of each algorithm for KIND
  * (allreduce: float32 sum; broadcast; allgather: MAXBYTES is the total)
  * and of the automatic choice, interleaved per size so that load on the
- * machine hits them alike; the best of three rounds, slowest rank. Rank 0
- * prints one line per size, in microseconds. */
+ * machine hits them alike; the best of BENCH_ROUNDS rounds, slowest rank.
+ * Sizes from 8 B (allgather: 8 B a rank) by factors of 4, as
+ * `all_reduce_perf -b 8 -f 4`. Rank 0 prints one line per size, in
+ * microseconds. */
+#define BENCH_ROUNDS 5
 struct bench {
     int port;
     size_t maxb;
@@ -201,13 +204,14 @@ static int bench_main(int rank, int n, void *arg)
             printf(" %10.10s", loom_algo_name(algos[a]));
         printf("\n");
     }
-    for (size_t bytes = 8 * (size_t)n; bytes <= bc->maxb; bytes *= 4) {
+    size_t first = bc->kind == LOOM_OP_ALLGATHER ? 8 * (size_t)n : 8;
+    for (size_t bytes = first; bytes <= bc->maxb; bytes *= 4) {
         uint64_t count = bytes / 4;
-        int iters = bytes <= 65536 ? 50 : bytes <= (1 << 20) ? 10 : 2;
+        int iters = bytes <= 65536 ? 100 : bytes <= (1 << 20) ? 20 : 4;
         double best[LOOM_ALGO_COUNT];
         for (int a = 0; a < na; a++)
             best[a] = 1e30;
-        for (int round = 0; round < 3; round++)
+        for (int round = 0; round < BENCH_ROUNDS; round++)
             for (int a = 0; a < na; a++) {
                 comm->algo_forced[bc->kind] = algos[a];
                 bench_call(comm, bc->kind, buf, in, count, n);

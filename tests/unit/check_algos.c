@@ -283,7 +283,23 @@ START_TEST(auto_choice_serves_and_scales)
         ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLGATHER, 8, n), LOOM_ALGO_BRUCK);
         ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLGATHER, (size_t)1 << 26, n),
                          LOOM_ALGO_RING);
+        /* bands grow with the size: once the ring is chosen it stays */
+        int ring = 0;
+        for (size_t b = 1; b <= (size_t)1 << 30; b *= 2) {
+            enum loom_algo a = loom_coll_auto(LOOM_OP_ALLREDUCE, b, n);
+            ck_assert_msg(!ring || a == LOOM_ALGO_RING, "%d ranks: %s at %zu bytes after the ring",
+                          n, loom_algo_name(a), b);
+            ring |= a == LOOM_ALGO_RING;
+        }
     }
+    /* the crossovers measured (coll.c) */
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 128 << 10, 2), LOOM_ALGO_RD);
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 512 << 10, 2), LOOM_ALGO_RING);
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 32 << 10, 8), LOOM_ALGO_RD);
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 128 << 10, 8), LOOM_ALGO_RHD);
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 512 << 10, 8), LOOM_ALGO_RHD);
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 2 << 20, 8), LOOM_ALGO_RING);
+    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 64 << 10, 6), LOOM_ALGO_RD);
 }
 END_TEST
 

@@ -128,7 +128,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c->port_offset, 0);
     ck_assert(c->bootstrap_timeout == 120.0);
     ck_assert(c->timeout == 300.0);
-    ck_assert_int_eq(c->nsocks, 2);
+    ck_assert_int_eq(c->nsocks, 1);
     ck_assert_str_eq(c->socket_ifname, "");
     ck_assert_uint_eq(c->chunk_size, 1u << 20);
     ck_assert_str_eq(c->algo, "");
@@ -221,7 +221,7 @@ START_TEST(test_malformed_env_keeps_default)
     capture_begin();
     const struct loom_config *c = loom_config();
     char *err = capture_end();
-    ck_assert_int_eq(c->nsocks, 2);
+    ck_assert_int_eq(c->nsocks, 1);
     ck_assert_int_eq(c->port_base, 29600);
     ck_assert_uint_eq(c->chunk_size, 1u << 20);
     ck_assert(c->bootstrap_timeout == 120.0);
@@ -274,7 +274,7 @@ START_TEST(test_missing_conf_file_warns)
     setenv("LOOM_CONF_FILE", "/nonexistent/loom.conf", 1);
     loom_config_reset();
     capture_begin();
-    ck_assert_int_eq(loom_config()->nsocks, 2);
+    ck_assert_int_eq(loom_config()->nsocks, 1);
     char *err = capture_end();
     ck_assert_msg(strstr(err, "cannot read config file /nonexistent/loom.conf"), "%s", err);
 }

@@ -373,12 +373,16 @@ static int mismatch_main(int rank, int n, void *arg)
                                 .tag = 5};
         if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
             return 21;
-        /* Wait for rank 1 to hang up. */
+        /* Wait for rank 1 to hang up. With mode 1 it says first that this
+         * rank is in another call than its own (tag 6). */
         struct loom_tx_req r = {.peer = 1, .buf = buf, .len = 1};
         tx->ops->irecv(tx, &r);
         wait_all(tx, &r, 1);
+        loom_result_t want = mode ? LOOM_ERROR_MISMATCH : LOOM_ERROR_REMOTE;
+        int named = !mode || (tx->mismatch.valid && tx->mismatch.peer == 1 &&
+                              tx->mismatch.tag == 6);
         loom_tx_close(tx);
-        return r.status == LOOM_ERROR_REMOTE ? 0 : 22;
+        return r.status == want && named ? 0 : 22;
     }
     struct loom_tx_req r = {.peer = 0, .buf = buf, .len = 50, .tag = mode ? 6 : 5};
     if (tx->ops->irecv(tx, &r))
