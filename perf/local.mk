@@ -35,6 +35,10 @@ perf/reduce_scatter_perf: perf/loom-reduce_scatter_perf$(EXEEXT)
 perf/reduce_perf: perf/loom-reduce_perf$(EXEEXT)
 	$(AM_V_GEN)rm -f $@ && ln -s loom-reduce_perf$(EXEEXT) $@
 
+# perf/compare-peers: Loom beside Open MPI and Gloo from ../shared/peers,
+# interleaved per cell (python3; not installed, not run by make check).
+EXTRA_DIST += perf/compare-peers
+
 # perf/plot: busbw-vs-size charts of result files (sh, awk, gnuplot);
 # installed as loom-perf-plot.
 EXTRA_DIST += perf/plot
