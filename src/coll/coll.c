@@ -233,6 +233,23 @@ enum loom_algo loom_coll_select(const struct loom_comm *comm,
                           comm->nranks);
 }
 
+loom_result_t loom_allreduce_begin(struct loom_comm *comm, struct loom_op *op,
+                                   const char *algo, size_t scratch, size_t nreq,
+                                   char **tmp, struct loom_tx_req **req)
+{
+    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
+    if (op->sendbuf != op->recvbuf && bytes)
+        memcpy(op->recvbuf, op->sendbuf, bytes);
+    *tmp = loom_comm_scratch(comm, scratch);
+    *req = loom_comm_reqs(comm, nreq);
+    if (!*tmp || !*req) {
+        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
+                            "allreduce (%s): cannot allocate %zu bytes", algo, scratch);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    return LOOM_SUCCESS;
+}
+
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
 {
     enum loom_algo a = loom_coll_select(comm, op);

@@ -97,6 +97,11 @@ static inline void loom_waiter_active(struct loom_waiter *w)
 /* Wait until every request in reqs[0..n) is done. */
 loom_result_t loom_p2p_wait_all(struct loom_waiter *w, struct loom_tx_req *reqs,
                                 int n);
+/* Send slen bytes of sbuf to peer and receive rlen into rbuf, and wait for
+ * both (either may be empty; both ends must skip the same empty ones). req
+ * has room for 2. */
+loom_result_t loom_p2p_exchange(struct loom_waiter *w, struct loom_tx_req *req, int peer,
+                                void *sbuf, size_t slen, void *rbuf, size_t rlen);
 /* Reap, in posting order, the requests of a ring of `window` slots that
  * have completed: *ndone advances up to npost, *moved is set when any did.
  * A failed request is recorded on the comm and returned. */
@@ -113,6 +118,13 @@ loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
                                   const struct loom_tx_req *req);
 
 /* ---- algorithms ---------------------------------------------------------- */
+/* The start of an allreduce that reduces in the receive buffer (rd, rhd):
+ * the input is copied there, and scratch bytes and nreq requests are taken;
+ * a failure is set on comm naming algo. loom_coll_run calls the algorithms
+ * with more than one rank and a count above zero. */
+loom_result_t loom_allreduce_begin(struct loom_comm *comm, struct loom_op *op,
+                                   const char *algo, size_t scratch, size_t nreq,
+                                   char **tmp, struct loom_tx_req **req);
 loom_result_t loom_ring_allreduce(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_ring_allgather(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_ring_reduce_scatter(struct loom_comm *comm,

@@ -235,6 +235,17 @@ loom_result_t loom_p2p_wait_all(struct loom_waiter *w, struct loom_tx_req *reqs,
     }
 }
 
+loom_result_t loom_p2p_exchange(struct loom_waiter *w, struct loom_tx_req *req, int peer,
+                                void *sbuf, size_t slen, void *rbuf, size_t rlen)
+{
+    int k = 0;
+    if (rlen)
+        LOOM_CHECK(loom_p2p_post(w, &req[k++], peer, 0, rbuf, rlen));
+    if (slen)
+        LOOM_CHECK(loom_p2p_post(w, &req[k++], peer, 1, sbuf, slen));
+    return loom_p2p_wait_all(w, req, k);
+}
+
 loom_result_t loom_p2p_reap(struct loom_waiter *w, struct loom_tx_req *reqs,
                             uint64_t window, uint64_t *ndone, uint64_t npost,
                             int *moved)

@@ -24,18 +24,20 @@ static void blocks_span(uint64_t count, int p, int lo, int hi, uint64_t *off,
     *len = o1 + l1 - o0;
 }
 
-/* Exchange with peer: send slen bytes from sbuf, receive rlen into rbuf
- * (either may be empty; both ends skip the same empty ones). */
-static loom_result_t exchange(struct loom_waiter *w, struct loom_tx_req *req,
-                              int peer, void *sbuf, size_t slen, void *rbuf,
-                              size_t rlen)
+/* Step s of the halving for virtual rank v of p: the partner's virtual
+ * rank, and the elements this rank keeps (*ko, *kl) and the partner keeps
+ * (*so, *sl). The doubling runs the same steps in reverse. */
+static int rhd_step(uint64_t count, int p, int v, int s, uint64_t *ko, uint64_t *kl,
+                    uint64_t *so, uint64_t *sl)
 {
-    int k = 0;
-    if (rlen)
-        LOOM_CHECK(loom_p2p_post(w, &req[k++], peer, 0, rbuf, rlen));
-    if (slen)
-        LOOM_CHECK(loom_p2p_post(w, &req[k++], peer, 1, sbuf, slen));
-    return loom_p2p_wait_all(w, req, k);
+    int mask = p >> (s + 1), pv = v ^ mask;
+    int lo, hi, klo, khi, plo, phi;
+    loom_rhd_range(v, p, s, &lo, &hi);
+    loom_rhd_keep(v, mask, lo, hi, &klo, &khi);
+    loom_rhd_keep(pv, mask, lo, hi, &plo, &phi);
+    blocks_span(count, p, klo, khi, ko, kl);
+    blocks_span(count, p, plo, phi, so, sl);
+    return pv;
 }
 
 loom_result_t loom_rhd_allreduce(struct loom_comm *comm, struct loom_op *op)
@@ -43,29 +45,20 @@ loom_result_t loom_rhd_allreduce(struct loom_comm *comm, struct loom_op *op)
     int n = comm->nranks, rank = comm->rank;
     size_t elem = loom_dtype_size(op->dtype);
     size_t bytes = (size_t)op->count * elem;
-    char *buf = op->recvbuf;
-    if (op->sendbuf != op->recvbuf && bytes)
-        memcpy(buf, op->sendbuf, bytes);
-    if (n == 1 || bytes == 0)
-        return LOOM_SUCCESS;
+    char *buf = op->recvbuf, *tmp;
+    struct loom_tx_req *req;
+    /* scratch: the folded-in data; each halving step needs less */
+    LOOM_CHECK(loom_allreduce_begin(comm, op, "rhd", bytes, 2, &tmp, &req));
     loom_reduce_fn fn = loom_reduce_get(op->dtype, op->op);
     int p = loom_pow2_floor(n);
     int v = loom_fold_vrank(rank, n, p);
-    size_t need = bytes; /* folded-in data; each halving step needs less */
-    char *tmp = loom_comm_scratch(comm, need);
-    struct loom_tx_req *req = loom_comm_reqs(comm, 2);
-    if (!tmp || !req) {
-        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
-                            "allreduce (rhd): cannot allocate %zu bytes", need);
-        return LOOM_ERROR_NO_MEMORY;
-    }
     struct loom_waiter w;
     loom_waiter_init(&w, comm, op);
     if (rank < 2 * (n - p)) {
         if (v < 0) {
-            LOOM_CHECK(exchange(&w, req, rank + 1, buf, bytes, NULL, 0));
+            LOOM_CHECK(loom_p2p_exchange(&w, req, rank + 1, buf, bytes, NULL, 0));
         } else {
-            LOOM_CHECK(exchange(&w, req, rank - 1, NULL, 0, tmp, bytes));
+            LOOM_CHECK(loom_p2p_exchange(&w, req, rank - 1, NULL, 0, tmp, bytes));
             fn(buf, tmp, buf, op->count); /* lower rank's data first */
         }
     }
@@ -75,16 +68,10 @@ loom_result_t loom_rhd_allreduce(struct loom_comm *comm, struct loom_op *op)
             steps++;
         /* reduce-scatter: halve the range each step */
         for (int s = 0; s < steps; s++) {
-            int mask = p >> (s + 1), pv = v ^ mask;
-            int lo, hi, klo, khi, plo, phi;
-            loom_rhd_range(v, p, s, &lo, &hi);
-            loom_rhd_keep(v, mask, lo, hi, &klo, &khi);
-            loom_rhd_keep(pv, mask, lo, hi, &plo, &phi);
             uint64_t ko, kl, so, sl;
-            blocks_span(op->count, p, klo, khi, &ko, &kl);
-            blocks_span(op->count, p, plo, phi, &so, &sl);
-            LOOM_CHECK(exchange(&w, req, loom_fold_rank(pv, n, p), buf + so * elem,
-                                sl * elem, tmp, kl * elem));
+            int pv = rhd_step(op->count, p, v, s, &ko, &kl, &so, &sl);
+            LOOM_CHECK(loom_p2p_exchange(&w, req, loom_fold_rank(pv, n, p),
+                                         buf + so * elem, sl * elem, tmp, kl * elem));
             if (pv < v)
                 fn(buf + ko * elem, tmp, buf + ko * elem, kl);
             else
@@ -92,25 +79,20 @@ loom_result_t loom_rhd_allreduce(struct loom_comm *comm, struct loom_op *op)
         }
         /* allgather: double it back, in the reverse order */
         for (int s = steps - 1; s >= 0; s--) {
-            int mask = p >> (s + 1), pv = v ^ mask;
-            int lo, hi, klo, khi, plo, phi;
-            loom_rhd_range(v, p, s, &lo, &hi);
-            loom_rhd_keep(v, mask, lo, hi, &klo, &khi);
-            loom_rhd_keep(pv, mask, lo, hi, &plo, &phi);
             uint64_t ko, kl, so, sl;
-            blocks_span(op->count, p, klo, khi, &ko, &kl);
-            blocks_span(op->count, p, plo, phi, &so, &sl);
+            int pv = rhd_step(op->count, p, v, s, &ko, &kl, &so, &sl);
             if (s == steps - 1 && op->op == LOOM_AVG)
                 loom_reduce_avg_finish(buf + ko * elem, kl, op->dtype, n);
-            LOOM_CHECK(exchange(&w, req, loom_fold_rank(pv, n, p), buf + ko * elem,
-                                kl * elem, buf + so * elem, sl * elem));
+            LOOM_CHECK(loom_p2p_exchange(&w, req, loom_fold_rank(pv, n, p),
+                                         buf + ko * elem, kl * elem, buf + so * elem,
+                                         sl * elem));
         }
     }
     if (rank < 2 * (n - p)) {
         if (v < 0)
-            LOOM_CHECK(exchange(&w, req, rank + 1, NULL, 0, buf, bytes));
+            LOOM_CHECK(loom_p2p_exchange(&w, req, rank + 1, NULL, 0, buf, bytes));
         else
-            LOOM_CHECK(exchange(&w, req, rank - 1, buf, bytes, NULL, 0));
+            LOOM_CHECK(loom_p2p_exchange(&w, req, rank - 1, buf, bytes, NULL, 0));
     }
     return LOOM_SUCCESS;
 }
