@@ -1,10 +1,19 @@
 /* tree.c - pipelined double binary tree allreduce.
  *
  * Two complementary binary trees (tree_math.h) each carry half of the
- * buffer (a small buffer rides on one tree: TREE_SINGLE_MAX). In each tree, chunks are reduced up to the root (own data, then
+ * buffer. In each tree, chunks are reduced up to the root (own data, then
  * the lower child's, then the higher child's) and the root's result is sent
  * back down, chunk by chunk, so the reduce of chunk c+1 overlaps the
  * broadcast of chunk c. Every rank ends with the root's bytes.
+ *
+ * A small buffer rides on one tree (TREE_SINGLE_MAX), and the two trees
+ * take turns by call (the sequence number's parity, the same on every
+ * rank). The leaves of a tree are the last ranks to finish a call, and they
+ * are the inner nodes of the other tree, whose leaves (this call's inner
+ * nodes) finished first and can start the next call's reduce at once; so
+ * back-to-back calls overlap. 8 ranks on loopback, 8 B to 32 KiB: 12-15%
+ * less time per call than staying on one tree; 2 and 4 ranks: the same or
+ * better.
  *
  * Message order: every message is a unit (tree t, phase, chunk c) with the
  * key (c + phase * lag) * 4 + phase * 2 + t (phase 0 up, 1 down). Each rank
@@ -304,7 +313,7 @@ loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
         depth++;
     uint64_t half = op->count / 2;
     if (bytes <= TREE_SINGLE_MAX)
-        half = 0; /* the second tree carries it all */
+        half = op->seq & 1 ? op->count : 0; /* one tree carries it all */
     size_t cb = bytes / 2 / (size_t)(TREE_PIPE_DEPTH * depth);
     if (cb < TREE_CHUNK_MIN)
         cb = TREE_CHUNK_MIN;
