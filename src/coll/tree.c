@@ -2,7 +2,7 @@
  *
  * Two complementary binary trees (tree_math.h) each carry half of the
  * buffer. In each tree, chunks are reduced up to the root (own data, then
- * the lower child's, then the higher child's) and the root's result is sent
+ * each child's in label order) and the root's result is sent
  * back down, chunk by chunk, so the reduce of chunk c+1 overlaps the
  * broadcast of chunk c. Every rank ends with the root's bytes.
  *
@@ -47,20 +47,24 @@
 /* Keys past the first unsent unit that post_sends looks at. */
 #define TREE_LOOKAHEAD 64
 
+#define KIDS LOOM_BTREE_MAXKIDS
+/* Request streams of a side: NSTREAM = the children and the parent. */
+#define NSTREAM (KIDS + 1)
+
 struct tree_side {
     int parent;             /* rank, -1 at the root                         */
-    int child[2];           /* ranks, -1 where none                         */
+    int child[KIDS];        /* ranks, in label order                        */
     int nchild;
     uint64_t off, len;      /* elements of the buffer this tree carries     */
     uint64_t nchunks;
-    /* receive streams: [0], [1] from the children (up), [2] from the parent
-     * (down); send streams: [0] to the parent (up), [1], [2] to children */
-    struct loom_tx_req *rreq[3], *sreq[3];
-    uint64_t rdone[3], sdone[3], spost[3];
+    /* receive streams: [i < KIDS] from child i (up), [KIDS] from the parent
+     * (down); send streams: [0] to the parent (up), [1 + i] to child i */
+    struct loom_tx_req *rreq[NSTREAM], *sreq[NSTREAM];
+    uint64_t rdone[NSTREAM], sdone[NSTREAM], spost[NSTREAM];
     uint64_t up_ready;      /* chunks whose upward data is ready            */
     uint64_t down_ready;    /* chunks holding the final result              */
     char *acc;              /* reduced chunks (inner nodes and root)        */
-    char *cbuf[2];          /* chunks received from each child              */
+    char *cbuf[KIDS];       /* chunks received from each child              */
 };
 
 struct tree_run {
@@ -82,14 +86,11 @@ static void side_init(struct tree_run *tr, int t, uint64_t off, uint64_t len)
     struct tree_side *s = &tr->side[t];
     memset(s, 0, sizeof *s);
     int x = loom_tree_label(comm->ring_pos, t, n);
-    int p = loom_btree_parent(x, n), lo, hi;
-    loom_btree_children(x, n, &lo, &hi);
+    int p = loom_btree_parent(x, n), kids[KIDS];
     s->parent = p ? comm->ring[loom_tree_pos(p, t, n)] : -1;
-    s->child[0] = s->child[1] = -1;
-    if (lo)
-        s->child[s->nchild++] = comm->ring[loom_tree_pos(lo, t, n)];
-    if (hi)
-        s->child[s->nchild++] = comm->ring[loom_tree_pos(hi, t, n)];
+    s->nchild = loom_btree_children(x, n, kids);
+    for (int i = 0; i < s->nchild; i++)
+        s->child[i] = comm->ring[loom_tree_pos(kids[i], t, n)];
     s->off = off;
     s->len = len;
     s->nchunks = loom_nchunks(len, tr->chunk);
@@ -129,11 +130,20 @@ static loom_result_t post_receives(struct tree_run *tr, struct loom_waiter *w)
                         LOOM_CHECK(loom_p2p_post(w, &s->rreq[i][c], s->child[i], 0,
                                                  s->cbuf[i] + local_off(tr, c), len));
                 } else if (s->parent >= 0) {
-                    LOOM_CHECK(loom_p2p_post(w, &s->rreq[2][c], s->parent, 0,
+                    LOOM_CHECK(loom_p2p_post(w, &s->rreq[KIDS][c], s->parent, 0,
                                              tr->dst + off, len));
                 }
             }
     return LOOM_SUCCESS;
+}
+
+/* Has chunk c arrived from every child? */
+static int kids_arrived(const struct tree_side *s, uint64_t c)
+{
+    for (int i = 0; i < s->nchild; i++)
+        if (s->rdone[i] <= c)
+            return 0;
+    return 1;
 }
 
 /* Reduce and finish the chunks whose inputs have all arrived. */
@@ -142,8 +152,8 @@ static int advance(struct tree_run *tr, struct loom_waiter *w, loom_result_t *re
     int moved = 0;
     for (int t = 0; t < 2; t++) {
         struct tree_side *s = &tr->side[t];
-        for (int i = 0; i < 3; i++) {
-            int have = i < 2 ? i < s->nchild : s->parent >= 0;
+        for (int i = 0; i < NSTREAM; i++) {
+            int have = i < KIDS ? i < s->nchild : s->parent >= 0;
             while (have && s->rdone[i] < s->nchunks && s->rreq[i][s->rdone[i]].done) {
                 if (s->rreq[i][s->rdone[i]].status < 0) {
                     *res = loom_p2p_req_failed(w, &s->rreq[i][s->rdone[i]]);
@@ -163,16 +173,15 @@ static int advance(struct tree_run *tr, struct loom_waiter *w, loom_result_t *re
         }
         /* upward: own data, then each child's, in child order */
         while (s->up_ready < s->nchunks && s->nchild > 0 &&
-               s->rdone[0] > s->up_ready &&
-               (s->nchild < 2 || s->rdone[1] > s->up_ready)) {
+               kids_arrived(s, s->up_ready)) {
             uint64_t c = s->up_ready;
             size_t off, len;
             chunk_span(tr, s, c, &off, &len);
             uint64_t k = len / tr->elem;
             char *acc = s->acc + local_off(tr, c);
             tr->fn(acc, tr->src + off, s->cbuf[0] + local_off(tr, c), k);
-            if (s->nchild > 1)
-                tr->fn(acc, acc, s->cbuf[1] + local_off(tr, c), k);
+            for (int i = 1; i < s->nchild; i++)
+                tr->fn(acc, acc, s->cbuf[i] + local_off(tr, c), k);
             s->up_ready++;
             moved = 1;
         }
@@ -190,7 +199,7 @@ static int advance(struct tree_run *tr, struct loom_waiter *w, loom_result_t *re
                 moved = 1;
             }
         } else {
-            s->down_ready = s->rdone[2];
+            s->down_ready = s->rdone[KIDS];
         }
     }
     return moved;
@@ -205,14 +214,25 @@ static int is_blocked(const int *blocked, int nb, int peer)
     return 0;
 }
 
+/* Are all of s's children free of blocked[0..nb)? */
+static int kids_free(const struct tree_side *s, const int *blocked, int nb)
+{
+    for (int i = 0; i < s->nchild; i++)
+        if (is_blocked(blocked, nb, s->child[i]))
+            return 0;
+    return 1;
+}
+
 /* Post the sends whose data is ready, in key order per peer: a unit that
  * is not ready blocks its peers, later units to other peers go ahead (up to
  * TREE_LOOKAHEAD keys past the first unposted one, *next). */
 static loom_result_t post_sends(struct tree_run *tr, struct loom_waiter *w,
                                 uint64_t *next, uint64_t kend, int *moved)
 {
-    int blocked[6], nb = 0, prefix = 1;
-    for (uint64_t key = *next; key < kend && key < *next + TREE_LOOKAHEAD && nb < 6;
+    /* at most every child and the parent of both trees */
+    enum { MAXBLOCKED = 2 * NSTREAM };
+    int blocked[MAXBLOCKED], nb = 0, prefix = 1;
+    for (uint64_t key = *next; key < kend && key < *next + TREE_LOOKAHEAD && nb < MAXBLOCKED;
          key++) {
         uint64_t k = key / 4;
         int phase = (int)(key / 2 % 2), t = (int)(key % 2);
@@ -225,9 +245,7 @@ static loom_result_t post_sends(struct tree_run *tr, struct loom_waiter *w,
             done = s->spost[phase ? 1 : 0] > c;
         if (!done) {
             int ready = phase ? s->down_ready > c : s->up_ready > c;
-            int free = phase ? !is_blocked(blocked, nb, s->child[0]) &&
-                                   (s->nchild < 2 || !is_blocked(blocked, nb, s->child[1]))
-                             : !is_blocked(blocked, nb, s->parent);
+            int free = phase ? kids_free(s, blocked, nb) : !is_blocked(blocked, nb, s->parent);
             if (ready && free) {
                 size_t off, len;
                 chunk_span(tr, s, c, &off, &len);
@@ -249,7 +267,7 @@ static loom_result_t post_sends(struct tree_run *tr, struct loom_waiter *w,
                 if (!is_blocked(blocked, nb, s->parent))
                     blocked[nb++] = s->parent;
             } else {
-                for (int i = 0; i < s->nchild && nb < 6; i++)
+                for (int i = 0; i < s->nchild && nb < MAXBLOCKED; i++)
                     if (!is_blocked(blocked, nb, s->child[i]))
                         blocked[nb++] = s->child[i];
             }
@@ -269,7 +287,7 @@ static int side_done(const struct tree_side *s)
     for (int i = 0; i < s->nchild; i++)
         if (s->rdone[i] < s->nchunks)
             return 0;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NSTREAM; i++)
         if (s->sdone[i] < s->spost[i])
             return 0;
     return s->down_ready >= s->nchunks;
@@ -280,8 +298,8 @@ static const struct loom_tx_req *first_pending(const struct tree_run *tr)
 {
     for (int t = 0; t < 2; t++) {
         const struct tree_side *s = &tr->side[t];
-        for (int i = 0; i < 3; i++) {
-            int have = i < 2 ? i < s->nchild : s->parent >= 0;
+        for (int i = 0; i < NSTREAM; i++) {
+            int have = i < KIDS ? i < s->nchild : s->parent >= 0;
             if (have && s->rdone[i] < s->nchunks)
                 return &s->rreq[i][s->rdone[i]];
             if (s->sdone[i] < s->spost[i])
@@ -331,7 +349,7 @@ loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
         size_t sz = ((size_t)s->len * tr.elem + 63) & ~(size_t)63;
         if (s->nchild)
             need += sz * (size_t)(1 + s->nchild);
-        nreq += 6 * (size_t)s->nchunks;
+        nreq += 2 * NSTREAM * (size_t)s->nchunks;
     }
     char *scratch = need ? loom_comm_scratch(comm, need) : NULL;
     struct loom_tx_req *reqs = loom_comm_reqs(comm, nreq);
@@ -343,7 +361,7 @@ loom_result_t loom_tree_allreduce(struct loom_comm *comm, struct loom_op *op)
     for (int t = 0; t < 2; t++) {
         struct tree_side *s = &tr.side[t];
         size_t sz = ((size_t)s->len * tr.elem + 63) & ~(size_t)63;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < NSTREAM; i++) {
             s->rreq[i] = reqs;
             reqs += s->nchunks;
             s->sreq[i] = reqs;

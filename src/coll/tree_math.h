@@ -5,10 +5,14 @@
  * Double binary tree: nodes are labelled 1..n. In tree 0, position pos has
  * label pos + 1; in tree 1, label (pos + 1) mod n + 1 (shifted by one). A
  * label's level is its lowest set bit: odd labels are leaves, the root is
- * the largest power of two <= n, and children of x (lowest bit b) are
+ * the largest power of two p <= n, and children of x (lowest bit b) are
  * x - b/2 and x + b/2 (or the nearest label below that fits when x + b/2
  * is past n). The shift makes the leaves of one tree the inner nodes of the
- * other, so no position forwards data in both trees. */
+ * other, so no position forwards data in both trees.
+ *
+ * When n is itself a power of two (n >= 4), p = n would have the single
+ * child n/2 and add a level for one rank; instead n/2 is the root and n its
+ * third child, a leaf. 8 ranks: 2 hops up and 2 down, not 3 and 3. */
 #ifndef LOOM_TREE_MATH_H
 #define LOOM_TREE_MATH_H
 
@@ -24,13 +28,28 @@ static inline int loom_tree_pos(int label, int tree, int n)
     return tree == 0 ? label - 1 : (label - 2 + n) % n;
 }
 
+/* Most children a label has (the root, when n is a power of two). */
+#define LOOM_BTREE_MAXKIDS 3
+
+/* The root's label. */
+static inline int loom_btree_root(int n)
+{
+    int p = 1;
+    while ((int64_t)p * 2 <= n)
+        p *= 2;
+    return p == n && n >= 4 ? p / 2 : p;
+}
+
 /* Parent label of x in a tree over 1..n; 0 for the root. */
 static inline int loom_btree_parent(int x, int n)
 {
+    int top = loom_btree_root(n);
+    if (x == top)
+        return 0;
+    if (x == n && 2 * top == n)
+        return top; /* n hangs under the root */
     for (;;) {
         int b = x & -x;
-        if ((int64_t)b * 2 > n && x == b)
-            return 0; /* the root: largest power of two <= n */
         int p = (x & ~(3 * b)) | (2 * b);
         if (p <= n)
             return p;
@@ -38,17 +57,24 @@ static inline int loom_btree_parent(int x, int n)
     }
 }
 
-/* Children labels of x (0 where none): lo < x < hi. */
-static inline void loom_btree_children(int x, int n, int *lo, int *hi)
+/* Children labels of x, in increasing order, into kids[0..); returns how
+ * many (at most LOOM_BTREE_MAXKIDS). */
+static inline int loom_btree_children(int x, int n, int kids[LOOM_BTREE_MAXKIDS])
 {
+    int top = loom_btree_root(n), k = 0;
+    if (x == n && 2 * top == n)
+        return 0;
     int b = x & -x;
-    *lo = b > 1 ? x - b / 2 : 0;
-    *hi = 0;
+    if (b > 1)
+        kids[k++] = x - b / 2;
     for (int d = b / 2; d >= 1; d /= 2)
         if (x + d <= n) {
-            *hi = x + d;
+            kids[k++] = x + d;
             break;
         }
+    if (x == top && 2 * top == n)
+        kids[k++] = n;
+    return k;
 }
 
 /* Recursive halving-doubling over p (a power of two) virtual ranks and p

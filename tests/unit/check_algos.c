@@ -29,73 +29,101 @@ END_TEST
 
 START_TEST(btree_small_cases)
 {
-    int lo, hi;
+    int k[LOOM_BTREE_MAXKIDS];
     /* n = 1: the single node is the root, no children */
     ck_assert_int_eq(loom_btree_parent(1, 1), 0);
-    loom_btree_children(1, 1, &lo, &hi);
-    ck_assert_int_eq(lo, 0);
-    ck_assert_int_eq(hi, 0);
+    ck_assert_int_eq(loom_btree_children(1, 1, k), 0);
+    /* n = 2: 2 is the root, 1 its child */
+    ck_assert_int_eq(loom_btree_parent(2, 2), 0);
+    ck_assert_int_eq(loom_btree_parent(1, 2), 2);
     /* n = 5: 4 is the root with children 2 and 5; 2 has 1 and 3 */
     ck_assert_int_eq(loom_btree_parent(4, 5), 0);
-    loom_btree_children(4, 5, &lo, &hi);
-    ck_assert_int_eq(lo, 2);
-    ck_assert_int_eq(hi, 5);
+    ck_assert_int_eq(loom_btree_children(4, 5, k), 2);
+    ck_assert_int_eq(k[0], 2);
+    ck_assert_int_eq(k[1], 5);
     ck_assert_int_eq(loom_btree_parent(5, 5), 4);
     ck_assert_int_eq(loom_btree_parent(3, 5), 2);
     ck_assert_int_eq(loom_btree_parent(1, 5), 2);
     /* n = 6: 6 hangs under 4, 5 under 6 */
     ck_assert_int_eq(loom_btree_parent(6, 6), 4);
     ck_assert_int_eq(loom_btree_parent(5, 6), 6);
-    loom_btree_children(6, 6, &lo, &hi);
-    ck_assert_int_eq(lo, 5);
-    ck_assert_int_eq(hi, 0);
+    ck_assert_int_eq(loom_btree_children(6, 6, k), 1);
+    ck_assert_int_eq(k[0], 5);
+    /* n = 8 (a power of two): 4 is the root with 2, 6 and 8; 8 is a leaf */
+    ck_assert_int_eq(loom_btree_root(8), 4);
+    ck_assert_int_eq(loom_btree_parent(4, 8), 0);
+    ck_assert_int_eq(loom_btree_parent(8, 8), 4);
+    ck_assert_int_eq(loom_btree_children(4, 8, k), 3);
+    ck_assert_int_eq(k[0], 2);
+    ck_assert_int_eq(k[1], 6);
+    ck_assert_int_eq(k[2], 8);
+    ck_assert_int_eq(loom_btree_children(8, 8, k), 0);
+    /* n = 4: 2 is the root with 1, 3 and 4 */
+    ck_assert_int_eq(loom_btree_root(4), 2);
+    ck_assert_int_eq(loom_btree_children(2, 4, k), 3);
+    ck_assert_int_eq(k[2], 4);
+    ck_assert_int_eq(loom_btree_parent(4, 4), 2);
 }
 END_TEST
+
+/* Levels from x up to the root. */
+static int btree_depth_of(int x, int n)
+{
+    int d = 0;
+    while ((x = loom_btree_parent(x, n)) != 0 && d <= n)
+        d++;
+    return d;
+}
 
 START_TEST(btree_is_a_tree)
 {
     for (int n = 1; n <= 100; n++) {
-        int roots = 0, edges = 0, depth_bound = 2;
+        int roots = 0, edges = 0, depth_bound = 0, maxdepth = 0;
         for (int m = 1; m < n; m *= 2)
             depth_bound++;
         for (int x = 1; x <= n; x++) {
-            int p = loom_btree_parent(x, n), lo, hi;
-            loom_btree_children(x, n, &lo, &hi);
+            int p = loom_btree_parent(x, n), k[LOOM_BTREE_MAXKIDS];
+            int nk = loom_btree_children(x, n, k);
+            ck_assert_int_ge(nk, 0);
+            ck_assert_int_le(nk, LOOM_BTREE_MAXKIDS);
             if (p == 0) {
                 roots++;
-                ck_assert_int_eq(x, loom_pow2_floor(n));
+                ck_assert_int_eq(x, loom_btree_root(n));
             } else {
                 /* the parent names x as a child */
-                int plo, phi;
+                int pk[LOOM_BTREE_MAXKIDS], found = 0;
                 ck_assert_int_le(p, n);
-                loom_btree_children(p, n, &plo, &phi);
-                ck_assert(plo == x || phi == x);
+                int npk = loom_btree_children(p, n, pk);
+                for (int i = 0; i < npk; i++)
+                    found += pk[i] == x;
+                ck_assert_int_eq(found, 1);
             }
-            if (lo) {
+            /* a third child only at the root */
+            if (nk == 3)
+                ck_assert_int_eq(p, 0);
+            for (int i = 0; i < nk; i++) {
                 edges++;
-                ck_assert_int_lt(lo, x);
-                ck_assert_int_eq(loom_btree_parent(lo, n), x);
-            }
-            if (hi) {
-                edges++;
-                ck_assert_int_gt(hi, x);
-                ck_assert_int_le(hi, n);
-                ck_assert_int_eq(loom_btree_parent(hi, n), x);
+                ck_assert_int_ge(k[i], 1);
+                ck_assert_int_le(k[i], n);
+                ck_assert_int_ne(k[i], x);
+                if (i > 0)
+                    ck_assert_int_lt(k[i - 1], k[i]);
+                ck_assert_int_eq(loom_btree_parent(k[i], n), x);
             }
             /* odd labels are leaves */
             if (x % 2)
-                ck_assert(lo == 0 && hi == 0);
-            /* the root is reached, and soon */
-            int y = x, steps = 0;
-            while (loom_btree_parent(y, n) != 0 && steps <= depth_bound) {
-                y = loom_btree_parent(y, n);
-                steps++;
-            }
-            ck_assert_int_le(steps, depth_bound);
-            ck_assert_int_eq(y, loom_pow2_floor(n));
+                ck_assert_int_eq(nk, 0);
+            /* the root is reached, within log2(n) levels */
+            int d = btree_depth_of(x, n);
+            ck_assert_int_le(d, depth_bound);
+            if (d > maxdepth)
+                maxdepth = d;
         }
         ck_assert_int_eq(roots, 1);
         ck_assert_int_eq(edges, n - 1);
+        /* a power of two gains a level: 4 ranks 1, 8 ranks 2, 16 ranks 3 */
+        if (n >= 4 && (n & (n - 1)) == 0)
+            ck_assert_int_eq(maxdepth, depth_bound - 1);
     }
 }
 END_TEST
@@ -107,9 +135,8 @@ START_TEST(double_tree_is_complementary)
         for (int pos = 0; pos < n; pos++) {
             int inner = 0;
             for (int t = 0; t < 2; t++) {
-                int lo, hi;
-                loom_btree_children(loom_tree_label(pos, t, n), n, &lo, &hi);
-                inner += lo != 0 || hi != 0;
+                int k[LOOM_BTREE_MAXKIDS];
+                inner += loom_btree_children(loom_tree_label(pos, t, n), n, k) > 0;
             }
             ck_assert_int_le(inner, 1);
         }
