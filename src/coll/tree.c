@@ -11,9 +11,9 @@
  * rank). The leaves of a tree are the last ranks to finish a call, and they
  * are the inner nodes of the other tree, whose leaves (this call's inner
  * nodes) finished first and can start the next call's reduce at once; so
- * back-to-back calls overlap. 8 ranks on loopback, 8 B to 32 KiB: 12-15%
- * less time per call than staying on one tree; 2 and 4 ranks: the same or
- * better.
+ * back-to-back calls overlap. Loopback, 8 B to 32 KiB, against staying on
+ * one tree: 8 ranks 15-20% less time per call, 4 ranks about 10%, 2 ranks
+ * the same or better.
  *
  * Message order: every message is a unit (tree t, phase, chunk c) with the
  * key (c + phase * lag) * 4 + phase * 2 + t (phase 0 up, 1 down). Each rank
