@@ -269,6 +269,7 @@ static struct loom_tx_params tx_params(struct loom_comm *comm)
         .describe = loom_comm_describe,
         .describe_ctx = comm,
         .timeout = cfg->timeout,
+        .sndbuf = cfg->socket_sndbuf,
     };
 }
 

@@ -25,6 +25,7 @@ struct loom_config {
     int nsocks;                   /* LOOM_NSOCKS sockets per peer (2, 1..16)   */
     char socket_ifname[256];      /* LOOM_SOCKET_IFNAME: prefix, ^not, =exact  */
     size_t chunk_size;            /* LOOM_CHUNK_SIZE bytes (K/M/G ok)          */
+    size_t socket_sndbuf;         /* LOOM_SOCKET_SNDBUF bytes (0 = autotuned)  */
     char algo[256];               /* LOOM_ALGO: "ring" or "allreduce=ring,..." */
     char transport[32];           /* LOOM_TRANSPORT: tcp (default)             */
     char job_key[256];            /* LOOM_JOB_KEY: shared secret ("" = none)  */

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -148,4 +149,12 @@ void loom_net_set_nodelay(int fd)
 {
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void loom_net_set_sndbuf(int fd, size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    int v = bytes > INT_MAX / 2 ? INT_MAX / 2 : (int)bytes;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
 }

@@ -35,6 +35,9 @@ int loom_net_from_wire(const uint8_t *wire, struct sockaddr_storage *ss,
 int loom_net_set_nonblock(int fd);
 /* TCP_NODELAY; failures ignored (only a latency hint). */
 void loom_net_set_nodelay(int fd);
+/* SO_SNDBUF = bytes (0: leave the kernel's autotuning); failures ignored
+ * (only a tuning hint). */
+void loom_net_set_sndbuf(int fd, size_t bytes);
 
 /* Little-endian field codecs for wire headers. */
 static inline void loom_put_le16(uint8_t *p, uint16_t v)

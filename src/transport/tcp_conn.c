@@ -636,8 +636,14 @@ loom_result_t loom_tcp_connect_all(struct loom_tx *tx, const void *eps,
         for (int s = 0; s < ns; s++) {
             struct tcp_sock *sk = &tp->peers[r].socks[s];
             loom_net_set_nodelay(sk->fd);
-            /* Socket buffers stay kernel-autotuned: fixed 4 MiB buffers
-             * measured no better on loopback (see perf/tcp_bench). */
+            /* A bounded send buffer (LOOM_SOCKET_SNDBUF, 512K: 1 MiB once
+             * Linux doubles it) keeps a sender from running megabytes ahead
+             * of its reader into freshly allocated, cache-cold socket pages.
+             * Autotuned buffers grow to tcp_wmem's 4 MiB; on loopback, 1 MiB
+             * messages at 2 and 4 ranks ran 6-45% faster with 512K than
+             * autotuned, and 768K or more lost most of the gain. Receive
+             * buffers stay autotuned. */
+            loom_net_set_sndbuf(sk->fd, p->sndbuf);
             struct epoll_event ev = {.events = 0, .data.ptr = sk};
             if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, sk->fd, &ev) < 0) {
                 snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: epoll_ctl: %s",

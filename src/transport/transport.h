@@ -55,6 +55,7 @@ struct loom_tx_params {
     const char *(*describe)(void *ctx, int rank);
     void *describe_ctx;
     double timeout;              /* LOOM_TIMEOUT: keepalive on idle links (0 none) */
+    size_t sndbuf;               /* SO_SNDBUF of data sockets; 0 = autotuned */
 };
 
 /* What a peer's frame said when it did not match the posted receive's call

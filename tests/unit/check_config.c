@@ -131,6 +131,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c->nsocks, 1);
     ck_assert_str_eq(c->socket_ifname, "");
     ck_assert_uint_eq(c->chunk_size, 1u << 20);
+    ck_assert_uint_eq(c->socket_sndbuf, 512u << 10);
     ck_assert_str_eq(c->algo, "");
     ck_assert_str_eq(c->transport, "tcp");
     ck_assert_int_eq(c->spin_us, -1);
@@ -148,6 +149,7 @@ START_TEST(test_env_overrides)
     setenv("LOOM_NSOCKS", "16", 1);
     setenv("LOOM_SOCKET_IFNAME", "^lo,docker", 1);
     setenv("LOOM_CHUNK_SIZE", "64K", 1);
+    setenv("LOOM_SOCKET_SNDBUF", "0", 1);
     setenv("LOOM_ALGO", "allreduce=ring", 1);
     setenv("LOOM_TRANSPORT", "OFI", 1);
     setenv("LOOM_SPIN_US", "0", 1);
@@ -161,6 +163,7 @@ START_TEST(test_env_overrides)
     ck_assert_int_eq(c->nsocks, 16);
     ck_assert_str_eq(c->socket_ifname, "^lo,docker");
     ck_assert_uint_eq(c->chunk_size, 65536);
+    ck_assert_uint_eq(c->socket_sndbuf, 0);
     ck_assert_str_eq(c->algo, "allreduce=ring");
     ck_assert_str_eq(c->transport, "ofi");
     ck_assert_int_eq(c->spin_us, 0);
@@ -401,8 +404,9 @@ START_TEST(test_print_every_name)
     static const char *const names[] = {
         "LOOM_DEBUG", "LOOM_DEBUG_SUBSYS", "LOOM_DEBUG_FILE", "LOOM_PORT_BASE",
         "LOOM_PORT_OFFSET", "LOOM_BOOTSTRAP_TIMEOUT", "LOOM_TIMEOUT", "LOOM_NSOCKS",
-        "LOOM_SOCKET_IFNAME", "LOOM_CHUNK_SIZE", "LOOM_ALGO", "LOOM_TRANSPORT",
-        "LOOM_SPIN_US", "LOOM_CONF_FILE", "LOOM_RANK_TABLE", "LOOM_RANK", "LOOM_NRANKS",
+        "LOOM_SOCKET_IFNAME", "LOOM_CHUNK_SIZE", "LOOM_SOCKET_SNDBUF", "LOOM_ALGO",
+        "LOOM_TRANSPORT", "LOOM_SPIN_US", "LOOM_CONF_FILE", "LOOM_RANK_TABLE",
+        "LOOM_RANK", "LOOM_NRANKS",
     };
     setenv("LOOM_SPIN_US", "9", 1);
     loom_config_reset();

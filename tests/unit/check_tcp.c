@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 
 #include "loom.h"
 #include "util.h"
@@ -34,6 +35,7 @@ static const size_t sizes[] = {0, 1, 7, 65535, 65537, (1u << 20) + 3, 16u << 20}
 struct job {
     int port;
     int nsocks;
+    size_t sndbuf;            /* SO_SNDBUF of data sockets; 0 = autotuned */
     double connect_timeout;
     int wake_fd;              /* set by a rank before setup; -1 none */
     /* Called by each rank between tcp init and connect_all (may be NULL). */
@@ -52,7 +54,7 @@ static int setup(struct job *j, int rank, int n, struct loom_tx **txp)
 {
     struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = rank,
                                 .nranks = n, .local_addr = "127.0.0.1",
-                                .nsocks = j->nsocks,
+                                .nsocks = j->nsocks, .sndbuf = j->sndbuf,
                                 .connect_timeout = j->connect_timeout,
                                 .wake_fd = j->wake_fd};
     uint8_t ep[LOOM_EP_MAX], all[32 * LOOM_EP_MAX];
@@ -247,7 +249,46 @@ START_TEST(test_ring)
 {
     const struct mesh_case *c = &mesh_cases[_i];
     struct job *j = job_new(c->nsocks);
+    j->sndbuf = _i % 2 ? 32 << 10 : 0; /* small buffers: many partial sends */
     job_check(j, mp_run(c->n, ring_main, j, 40.0, 0), c->n);
+}
+END_TEST
+
+/* Every data socket gets the send buffer asked for (Linux reports it
+ * doubled), and data still flows through it. */
+static int sndbuf_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx = NULL;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    struct tcp_priv *tp = tx->priv;
+    for (int r = 0; r < n; r++) {
+        if (r == rank)
+            continue;
+        for (int k = 0; k < tp->nsocks; k++) {
+            int v = 0;
+            socklen_t len = sizeof v;
+            if (getsockopt(tp->peers[r].socks[k].fd, SOL_SOCKET, SO_SNDBUF, &v, &len) != 0 ||
+                v < (int)j->sndbuf || v > 2 * (int)j->sndbuf) {
+                snprintf(rank_err(j, rank), ERRSLOT,
+                         "socket %d to rank %d: SO_SNDBUF %d, asked %zu", k, r, v,
+                         j->sndbuf);
+                loom_tx_close(tx);
+                return 20;
+            }
+        }
+    }
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_sndbuf)
+{
+    struct job *j = job_new(2);
+    j->sndbuf = 96 << 10;
+    job_check(j, mp_run(3, sndbuf_main, j, 30.0, 0), 3);
 }
 END_TEST
 
@@ -997,6 +1038,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tf, test_connect_timeout_names_peer);
     tcase_add_test(tf, test_registry_and_arguments);
     tcase_add_test(tf, test_lanes);
+    tcase_add_test(tf, test_sndbuf);
     tcase_add_test(tf, test_key_same);
     tcase_add_test(tf, test_key_strangers_dropped);
     tcase_add_loop_test(tf, test_key_refused, 0, 2);
