@@ -155,11 +155,15 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
  * never be slower than the ring. 3 and 6 ranks (separate runs, us):
  * 128K rd 94 vs ring 108 and rd 211 vs ring 244; 512K within 5% of it.
  *
- * The double binary tree beats the ring at 8 ranks from 32 B to 128K (it
- * halves the ring's 14 hops) but recursive doubling and halving-doubling
- * beat it here, where a hop costs a context switch on a shared core
- * rather than link latency: it is chosen by LOOM_ALGO only. Hierarchical
- * and shared-memory algorithms come ahead of this table, from the
+ * (The tree column predates the shallower tree and its alternation, see
+ * tree.c.) With them, all_reduce_perf at 8 ranks, best of 4 interleaved
+ * runs: the tree beats the ring from 8 B (119 vs 124 us) through 32K (158
+ * vs 377) to 2M (5139 vs 5510); the ring wins from 8M. In test_algos
+ * --bench (three runs) recursive doubling is as fast or faster up to 32K
+ * and halving-doubling within 10% at 128K and faster at 512K, here where a
+ * hop costs a context switch on a shared core rather than link latency: the
+ * tree is chosen by LOOM_ALGO only. Hierarchical and shared-memory
+ * algorithms come ahead of this table, from the
  * communicator's topology (loom_coll_select). A row serves rank counts up
  * to max_ranks (pow2: powers of two only); bands ascend in size, and the
  * last one, the ring, is open-ended. */
