@@ -157,8 +157,10 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
  *
  * (The tree column predates the shallower tree and its alternation, see
  * tree.c.) With them, all_reduce_perf at 8 ranks, best of 4 interleaved
- * runs: the tree beats the ring from 8 B (119 vs 124 us) through 32K (158
- * vs 377) to 2M (5139 vs 5510); the ring wins from 8M. In test_algos
+ * runs (perf/compare-peers --libs loom --algos ring,tree), two runs: the
+ * tree beats the ring from 8 B (119 vs 124 us; 109 vs 114) through 128K
+ * (313 vs 469; 330 vs 447); the crossover fell between 2M and 8M in one
+ * run and between 128K and 512K in the other. In test_algos
  * --bench (three runs) recursive doubling is as fast or faster up to 32K
  * and halving-doubling within 10% at 128K and faster at 512K, here where a
  * hop costs a context switch on a shared core rather than link latency: the
