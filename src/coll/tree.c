@@ -137,6 +137,12 @@ static loom_result_t post_receives(struct tree_run *tr, struct loom_waiter *w)
     return LOOM_SUCCESS;
 }
 
+/* Does receive stream i of s exist (a child there, or a parent)? */
+static int rstream_live(const struct tree_side *s, int i)
+{
+    return i < KIDS ? i < s->nchild : s->parent >= 0;
+}
+
 /* Has chunk c arrived from every child? */
 static int kids_arrived(const struct tree_side *s, uint64_t c)
 {
@@ -153,7 +159,7 @@ static int advance(struct tree_run *tr, struct loom_waiter *w, loom_result_t *re
     for (int t = 0; t < 2; t++) {
         struct tree_side *s = &tr->side[t];
         for (int i = 0; i < NSTREAM; i++) {
-            int have = i < KIDS ? i < s->nchild : s->parent >= 0;
+            int have = rstream_live(s, i);
             while (have && s->rdone[i] < s->nchunks && s->rreq[i][s->rdone[i]].done) {
                 if (s->rreq[i][s->rdone[i]].status < 0) {
                     *res = loom_p2p_req_failed(w, &s->rreq[i][s->rdone[i]]);
@@ -299,7 +305,7 @@ static const struct loom_tx_req *first_pending(const struct tree_run *tr)
     for (int t = 0; t < 2; t++) {
         const struct tree_side *s = &tr->side[t];
         for (int i = 0; i < NSTREAM; i++) {
-            int have = i < KIDS ? i < s->nchild : s->parent >= 0;
+            int have = rstream_live(s, i);
             if (have && s->rdone[i] < s->nchunks)
                 return &s->rreq[i][s->rdone[i]];
             if (s->sdone[i] < s->spost[i])

@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "ring_math.h"
+
 static inline int loom_tree_label(int pos, int tree, int n)
 {
     return tree == 0 ? pos + 1 : (pos + 1) % n + 1;
@@ -31,13 +33,16 @@ static inline int loom_tree_pos(int label, int tree, int n)
 /* Most children a label has (the root, when n is a power of two). */
 #define LOOM_BTREE_MAXKIDS 3
 
+/* Is n a power of two >= 4, whose label n hangs under the root n/2? */
+static inline int loom_btree_folded(int n)
+{
+    return n >= 4 && (n & (n - 1)) == 0;
+}
+
 /* The root's label. */
 static inline int loom_btree_root(int n)
 {
-    int p = 1;
-    while ((int64_t)p * 2 <= n)
-        p *= 2;
-    return p == n && n >= 4 ? p / 2 : p;
+    return loom_btree_folded(n) ? n / 2 : loom_pow2_floor(n);
 }
 
 /* Parent label of x in a tree over 1..n; 0 for the root. */
@@ -46,7 +51,7 @@ static inline int loom_btree_parent(int x, int n)
     int top = loom_btree_root(n);
     if (x == top)
         return 0;
-    if (x == n && 2 * top == n)
+    if (x == n && loom_btree_folded(n))
         return top; /* n hangs under the root */
     for (;;) {
         int b = x & -x;
@@ -61,8 +66,8 @@ static inline int loom_btree_parent(int x, int n)
  * many (at most LOOM_BTREE_MAXKIDS). */
 static inline int loom_btree_children(int x, int n, int kids[LOOM_BTREE_MAXKIDS])
 {
-    int top = loom_btree_root(n), k = 0;
-    if (x == n && 2 * top == n)
+    int folded = loom_btree_folded(n), k = 0;
+    if (x == n && folded)
         return 0;
     int b = x & -x;
     if (b > 1)
@@ -72,7 +77,7 @@ static inline int loom_btree_children(int x, int n, int kids[LOOM_BTREE_MAXKIDS]
             kids[k++] = x + d;
             break;
         }
-    if (x == top && 2 * top == n)
+    if (folded && x == n / 2)
         kids[k++] = n;
     return k;
 }
