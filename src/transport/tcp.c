@@ -9,8 +9,10 @@
  * the cut from the length alone, and both post in the same order, so each
  * socket's queue of (request, stripe) entries matches the peer's. Every frame
  * carries a header (tcp_frame.h) that the receiver checks against what it
- * posted before it trusts the stream; payloads land straight in the user's
- * buffer and no more than the posted length is ever read. */
+ * posted before it trusts the stream. Payloads land straight in the user's
+ * buffer; what arrived past the posted receives (up to LOOM_TCP_RCACHE
+ * bytes, the next calls' small frames) lands in the socket's cache, and is
+ * checked and copied out when its receive is posted. */
 #include "build_config.h"
 
 #include <errno.h>
@@ -161,6 +163,7 @@ static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
             close(sk->fd); /* also leaves the epoll set */
         sk->fd = -1;
         sk->ep_mask = 0;
+        sk->cache_off = sk->cache_len = 0;
     }
 }
 
@@ -265,6 +268,17 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
     }
 }
 
+/* The control frame at the front of the cache, if one is whole there. */
+static int cache_control(struct loom_tx *tx, const struct tcp_sock *sk,
+                         struct loom_tcp_frame *f)
+{
+    if (sk->cache_len < LOOM_TCP_FRAME_LEN)
+        return 0;
+    loom_tcp_frame_decode(sk->cache + sk->cache_off, f);
+    return f->magic == LOOM_TCP_FRAME_MAGIC && f->stripe == LOOM_TCP_CONTROL_STRIPE &&
+           f->comm_id == tx->params.comm_id;
+}
+
 static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk);
 static int scan_controls(struct loom_tx *tx, int r);
 
@@ -298,6 +312,16 @@ static int scan_controls(struct loom_tx *tx, int r)
         struct tcp_sock *sk = &peer->socks[s];
         if (sk->fd < 0 || (sk->recvq.head && sk->recvq.head->done))
             continue;
+        if (sk->cache_len) {
+            /* the stream goes on from the cache, not from the kernel */
+            struct loom_tcp_frame f;
+            if (!cache_control(tx, sk, &f) || f.tag != LOOM_TCP_CTL_ABORT)
+                continue;
+            sk->cache_off += LOOM_TCP_FRAME_LEN;
+            sk->cache_len -= LOOM_TCP_FRAME_LEN;
+            handle_control(tx, r, &f, 1);
+            return 1;
+        }
         uint8_t hdr[LOOM_TCP_FRAME_LEN];
         if (recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hdr)
             continue;
@@ -325,11 +349,12 @@ static void fail_errno(struct loom_tx *tx, int r, int err)
         fail_peer(tx, r, LOOM_ERROR_REMOTE, "link failed: %s", strerror(err));
 }
 
-/* Fill iov with the unsent parts of up to TCP_BATCH queued ops. */
-static int build_iov(struct tcp_op *op, struct iovec *iov)
+/* Fill iov with the unmoved parts of up to TCP_BATCH queued ops; *nops
+ * (when asked) says how many. */
+static int build_iov(struct tcp_op *op, struct iovec *iov, int *nops)
 {
-    int n = 0;
-    for (int k = 0; op && k < TCP_BATCH; op = op->next, k++) {
+    int n = 0, k = 0;
+    for (; op && k < TCP_BATCH; op = op->next, k++) {
         if (op->done < LOOM_TCP_FRAME_LEN) {
             iov[n].iov_base = op->hdr + op->done;
             iov[n].iov_len = LOOM_TCP_FRAME_LEN - op->done;
@@ -346,6 +371,8 @@ static int build_iov(struct tcp_op *op, struct iovec *iov)
             n++;
         }
     }
+    if (nops)
+        *nops = k;
     return n;
 }
 
@@ -357,7 +384,7 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
     while (sk->sendq.head) {
         struct iovec iov[2 * TCP_BATCH];
         struct msghdr msg = {.msg_iov = iov,
-                             .msg_iovlen = (size_t)build_iov(sk->sendq.head, iov)};
+                             .msg_iovlen = (size_t)build_iov(sk->sendq.head, iov, NULL)};
         size_t asked = 0;
         for (size_t k = 0; k < msg.msg_iovlen; k++)
             asked += iov[k].iov_len;
@@ -427,18 +454,75 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
     }
 }
 
-/* Receive into the posted buffers. Returns bytes moved. */
+/* take bytes of the head receive op have landed (header first): check the
+ * header once whole, finish the op once full. -1 when the frame failed the
+ * check (the peer is failed, its queues are empty). */
+static int recv_advance(struct loom_tx *tx, struct tcp_sock *sk, size_t take)
+{
+    struct tcp_op *op = sk->recvq.head;
+    int had_hdr = op->done >= LOOM_TCP_FRAME_LEN;
+    op->done += take;
+    if (!had_hdr && op->done >= LOOM_TCP_FRAME_LEN && check_frame(tx, sk, op) != 0)
+        return -1;
+    if (op->done == LOOM_TCP_FRAME_LEN + op->len) {
+        queue_pop(&sk->recvq);
+        stripe_done(op->req);
+        op_put(tx->priv, op);
+    }
+    return 0;
+}
+
+/* Copy what the cache holds into the posted receives, in stream order.
+ * Returns bytes moved. */
+static size_t cache_drain(struct loom_tx *tx, struct tcp_sock *sk)
+{
+    size_t moved = 0;
+    while (sk->cache_len && sk->recvq.head) {
+        struct tcp_op *op = sk->recvq.head;
+        uint8_t *dst;
+        size_t room;
+        if (op->done < LOOM_TCP_FRAME_LEN) {
+            dst = op->hdr + op->done;
+            room = LOOM_TCP_FRAME_LEN - op->done;
+        } else {
+            dst = op->base + (op->done - LOOM_TCP_FRAME_LEN);
+            room = LOOM_TCP_FRAME_LEN + op->len - op->done;
+        }
+        size_t take = room < sk->cache_len ? room : sk->cache_len;
+        memcpy(dst, sk->cache + sk->cache_off, take);
+        sk->cache_off += take;
+        sk->cache_len -= take;
+        moved += take;
+        if (recv_advance(tx, sk, take) != 0)
+            break;
+    }
+    if (!sk->cache_len)
+        sk->cache_off = 0;
+    return moved;
+}
+
+/* Receive into the posted buffers, and whatever else has arrived into the
+ * cache. Returns bytes moved. */
 static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
 {
-    struct tcp_priv *tp = tx->priv;
-    size_t moved = 0;
-    while (sk->recvq.head) {
-        struct iovec iov[2 * TCP_BATCH];
-        struct msghdr msg = {.msg_iov = iov,
-                             .msg_iovlen = (size_t)build_iov(sk->recvq.head, iov)};
+    struct tcp_peer *peer = &((struct tcp_priv *)tx->priv)->peers[sk->peer];
+    size_t moved = cache_drain(tx, sk);
+    while (sk->recvq.head && sk->fd >= 0) {
+        /* the cache is empty here: the drain stops only when it is */
+        if (!sk->cache)
+            sk->cache = malloc(LOOM_TCP_RCACHE); /* none: read only what is posted */
+        struct iovec iov[2 * TCP_BATCH + 1];
+        int nops;
+        int niov = build_iov(sk->recvq.head, iov, &nops);
         size_t asked = 0;
-        for (size_t k = 0; k < msg.msg_iovlen; k++)
+        for (int k = 0; k < niov; k++)
             asked += iov[k].iov_len;
+        if (sk->cache) {
+            iov[niov].iov_base = sk->cache;
+            iov[niov].iov_len = LOOM_TCP_RCACHE;
+            asked += iov[niov++].iov_len;
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
         ssize_t n = recvmsg(sk->fd, &msg, 0);
         if (n < 0) {
             if (errno == EINTR)
@@ -456,22 +540,20 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
         }
         size_t left = (size_t)n;
         moved += left;
-        while (left) {
+        /* the kernel filled the iov in order: the nops ops first */
+        for (int k = 0; left && k < nops; k++) {
             struct tcp_op *op = sk->recvq.head;
             size_t want = LOOM_TCP_FRAME_LEN + op->len - op->done;
             size_t take = left < want ? left : want;
-            int had_hdr = op->done >= LOOM_TCP_FRAME_LEN;
-            op->done += take;
             left -= take;
-            if (!had_hdr && op->done >= LOOM_TCP_FRAME_LEN &&
-                check_frame(tx, sk, op) != 0)
+            if (recv_advance(tx, sk, take) != 0)
                 return moved;
-            if (take == want) {
-                queue_pop(&sk->recvq);
-                stripe_done(op->req);
-                op_put(tp, op);
-            }
         }
+        sk->cache_off = 0;
+        sk->cache_len = left;
+        cache_drain(tx, sk);
+        if (peer->failed)
+            return moved;
         if ((size_t)n < asked)
             break; /* drained what had arrived: retrying would get EAGAIN */
     }
@@ -651,6 +733,26 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
     struct tcp_peer *peer = &tp->peers[sk->peer];
     if (peer->failed)
         return;
+    if (sk->cache_len) {
+        /* The stream goes on from the cache. A control frame at its front
+         * is acted on as one in the kernel would be; frames for a later
+         * receive wait there, and the kernel's data, if any, follows them.
+         * (An abort notice or a goodbye is always followed by the end of
+         * the stream, so the event that brings us here comes.) */
+        struct loom_tcp_frame f;
+        if (cache_control(tx, sk, &f)) {
+            sk->cache_off += LOOM_TCP_FRAME_LEN;
+            sk->cache_len -= LOOM_TCP_FRAME_LEN;
+            if (handle_control(tx, sk->peer, &f, 0))
+                stop_watching(tp, sk); /* a goodbye: nothing more comes */
+            return;
+        }
+        if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+            stop_watching(tp, sk); /* the next post reads them, then the end */
+        else
+            set_interest(tp, sk, EPOLLRDHUP);
+        return;
+    }
     uint8_t hdr[LOOM_TCP_FRAME_LEN];
     ssize_t n = recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
     if (n == (ssize_t)sizeof hdr) {
@@ -814,6 +916,7 @@ static void tcp_finalize(struct loom_tx *tx)
                     free(op);
                 while ((op = queue_pop(&peer->socks[s].recvq)))
                     free(op);
+                free(peer->socks[s].cache);
             }
             free(peer->socks);
             free(peer->failmsg);

@@ -28,6 +28,10 @@ static inline int loom_tcp_lane_sock(int from, int to, int lane)
 {
     return 2 * lane + (from < to ? 0 : 1);
 }
+/* Each socket reads up to this many bytes past its posted receives into a
+ * buffer of its own (allocated at its first receive), so that one recvmsg
+ * takes every small frame that has arrived, not one call's. */
+#define LOOM_TCP_RCACHE (16 * 1024)
 /* SO_RCVLOWAT bounds while blocked on a large receive. */
 #define LOOM_TCP_LOWAT_MIN (128 * 1024)
 #define LOOM_TCP_LOWAT_MAX (512 * 1024)
@@ -57,6 +61,10 @@ struct tcp_sock {
     int hup;               /* epoll reported HUP; removed from the set    */
     int lowat;             /* SO_RCVLOWAT in force (0/1: the default)     */
     struct tcp_queue sendq, recvq;
+    uint8_t *cache;        /* LOOM_TCP_RCACHE bytes read ahead, or NULL   */
+    size_t cache_off;      /* the stream's next byte is cache[cache_off]  */
+    size_t cache_len;      /* bytes there; while > 0 the kernel's data    */
+                           /* continues the stream after them             */
 };
 
 struct tcp_peer {

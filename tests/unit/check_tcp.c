@@ -1,7 +1,9 @@
 /* check_tcp.c - the tcp transport between forked processes on 127.0.0.1:
  * bootstrap, full mesh with 1-3 sockets per peer, byte-exact messages of
  * awkward sizes both ways and around a ring, ordering of many small
- * messages, a killed peer, mismatched frames, the wake fd, and strangers;
+ * messages, frames read ahead of their receives (with a goodbye or an
+ * abort notice behind them), a killed peer, mismatched frames, the wake
+ * fd, and strangers;
  * the job key: same key, wrong or missing key, strangers that speak the
  * protocol, and the pure hello check. */
 #include "build_config.h"
@@ -38,6 +40,7 @@ struct job {
     size_t sndbuf;            /* SO_SNDBUF of data sockets; 0 = autotuned */
     double connect_timeout;
     int wake_fd;              /* set by a rank before setup; -1 none */
+    int variant;              /* which case of a looped test */
     /* Called by each rank between tcp init and connect_all (may be NULL). */
     int (*before_connect)(int rank, const void *my_ep);
     char *errs;               /* shared: ERRSLOT bytes per rank */
@@ -348,6 +351,99 @@ START_TEST(test_many_small_in_order)
 {
     struct job *j = job_new(2);
     job_check(j, mp_run(2, ordering_main, j, 30.0, 0), 2);
+}
+END_TEST
+
+/* Rank 0 sends many small messages with a large one among them, then
+ * leaves: with a goodbye (_i = 0), or with an abort notice after five
+ * messages (_i = 1: rank 1 then posts a sixth receive; _i = 2: it posts
+ * nothing more and only progresses). Rank 1 posts its receives one at a
+ * time, after everything has arrived: the first recvmsg reads the later
+ * frames into the socket's cache (checked), and each later receive is
+ * served from there, byte-exact; the goodbye behind them is no failure,
+ * and the abort notice behind them fails the link with its cause, whether
+ * a receive meets it or nothing is posted. */
+enum { RA_MSGS = 300, RA_BIG = 150, RA_BIGLEN = 100000, RA_ABORT_AFTER = 5 };
+
+static size_t ra_len(int i)
+{
+    return i == RA_BIG ? RA_BIGLEN : (size_t)(i * 13 % 200);
+}
+
+static int read_ahead_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    int mode = j->variant;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    int nmsg = mode ? RA_ABORT_AFTER : RA_MSGS;
+    uint8_t *buf = malloc(RA_BIGLEN);
+    if (!buf)
+        return 20;
+    if (rank == 0) {
+        for (int i = 0; i < nmsg; i++) {
+            mp_fill(buf, ra_len(i), seed_of(0, 1, ra_len(i), i));
+            struct loom_tx_req s = {.peer = 1, .buf = buf, .len = ra_len(i),
+                                    .tag = (uint32_t)i};
+            if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1) != LOOM_SUCCESS)
+                return 21;
+        }
+        if (mode)
+            tx->ops->shutdown(tx, LOOM_ERROR_ABORTED);
+        free(buf);
+        loom_tx_close(tx);
+        return 0;
+    }
+    usleep(300000); /* everything has arrived (and rank 0 may have left) */
+    struct tcp_sock *sk = &((struct tcp_priv *)tx->priv)->peers[0].socks[0];
+    for (int i = 0; i < nmsg; i++) {
+        struct loom_tx_req r = {.peer = 0, .buf = buf, .len = ra_len(i),
+                                .tag = (uint32_t)i};
+        if (tx->ops->irecv(tx, &r) || wait_all(tx, &r, 1) != LOOM_SUCCESS) {
+            snprintf(rank_err(j, rank), ERRSLOT, "message %d: %s", i, tx->errmsg);
+            return 30;
+        }
+        if (mp_verify(buf, ra_len(i), seed_of(0, 1, ra_len(i), i)) >= 0) {
+            snprintf(rank_err(j, rank), ERRSLOT, "message %d corrupted", i);
+            return 31;
+        }
+        if (i == 0 && sk->cache_len == 0) {
+            snprintf(rank_err(j, rank), ERRSLOT, "nothing was read ahead");
+            return 32;
+        }
+    }
+    loom_result_t res = LOOM_SUCCESS;
+    if (mode == 1) {
+        struct loom_tx_req r = {.peer = 0, .buf = buf, .len = 8, .tag = 99};
+        if (tx->ops->irecv(tx, &r) == LOOM_SUCCESS)
+            res = wait_all(tx, &r, 1);
+        if (!r.done || r.status != LOOM_ERROR_REMOTE)
+            res = LOOM_SUCCESS;
+    } else {
+        double t0 = mp_now();
+        while (res == LOOM_SUCCESS && mp_now() - t0 < (mode ? 3.0 : 0.5))
+            res = tx->ops->progress(tx, 100000);
+    }
+    snprintf(rank_err(j, rank), ERRSLOT, "after the messages: %s (%s)",
+             loom_result_string(res), tx->errmsg);
+    if (mode == 0 && (res != LOOM_SUCCESS || !((struct tcp_priv *)tx->priv)->peers[0].bye))
+        return 33;
+    if (mode && (res != LOOM_ERROR_REMOTE || !strstr(tx->errmsg, "rank 0 (127.0.0.1:") ||
+                 !strstr(tx->errmsg, "failed in call")))
+        return 34;
+    rank_err(j, rank)[0] = '\0';
+    free(buf);
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_read_ahead)
+{
+    struct job *j = job_new(1);
+    j->variant = _i;
+    job_check(j, mp_run(2, read_ahead_main, j, 20.0, 0), 2);
 }
 END_TEST
 
@@ -1027,6 +1123,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_all_to_all, 0, ncases);
     tcase_add_loop_test(tc, test_ring, 0, ncases);
     tcase_add_test(tc, test_many_small_in_order);
+    tcase_add_loop_test(tc, test_read_ahead, 0, 3);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 30);
