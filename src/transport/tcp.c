@@ -268,6 +268,13 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
     }
 }
 
+/* A control frame of this communicator. */
+static int is_control(struct loom_tx *tx, const struct loom_tcp_frame *f)
+{
+    return f->magic == LOOM_TCP_FRAME_MAGIC && f->stripe == LOOM_TCP_CONTROL_STRIPE &&
+           f->comm_id == tx->params.comm_id;
+}
+
 /* The control frame at the front of the cache, if one is whole there. */
 static int cache_control(struct loom_tx *tx, const struct tcp_sock *sk,
                          struct loom_tcp_frame *f)
@@ -275,8 +282,7 @@ static int cache_control(struct loom_tx *tx, const struct tcp_sock *sk,
     if (sk->cache_len < LOOM_TCP_FRAME_LEN)
         return 0;
     loom_tcp_frame_decode(sk->cache + sk->cache_off, f);
-    return f->magic == LOOM_TCP_FRAME_MAGIC && f->stripe == LOOM_TCP_CONTROL_STRIPE &&
-           f->comm_id == tx->params.comm_id;
+    return is_control(tx, f);
 }
 
 static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk);
@@ -327,8 +333,7 @@ static int scan_controls(struct loom_tx *tx, int r)
             continue;
         struct loom_tcp_frame f;
         loom_tcp_frame_decode(hdr, &f);
-        if (f.magic != LOOM_TCP_FRAME_MAGIC || f.stripe != LOOM_TCP_CONTROL_STRIPE ||
-            f.comm_id != tx->params.comm_id || f.tag != LOOM_TCP_CTL_ABORT)
+        if (!is_control(tx, &f) || f.tag != LOOM_TCP_CTL_ABORT)
             continue;
         if (recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) == (ssize_t)sizeof hdr) {
             handle_control(tx, r, &f, 1);
@@ -723,68 +728,43 @@ static void stop_watching(struct tcp_priv *tp, struct tcp_sock *sk)
     sk->ep_mask = 0;
 }
 
-/* An event on a socket with nothing posted: a control frame is read and
- * acted on; the end of the stream without a goodbye fails the peer (it
- * exited or crashed between calls); data for a later receive stays in the
- * kernel, and only the peer's hang-up is still watched. */
+/* An event on a socket with nothing posted: a control frame at the front
+ * of the stream (in the cache when it holds anything, else in the kernel)
+ * is read and acted on; the end of the stream without a goodbye fails the
+ * peer (it exited or crashed between calls); data for a later receive stays
+ * where it is, and only the peer's hang-up is still watched. (A control
+ * frame is always followed by the end of the stream, so one read ahead into
+ * the cache still brings an event here.) */
 static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
 {
     struct tcp_priv *tp = tx->priv;
     struct tcp_peer *peer = &tp->peers[sk->peer];
     if (peer->failed)
         return;
+    struct loom_tcp_frame f;
+    int control = 0;
     if (sk->cache_len) {
-        /* The stream goes on from the cache. A control frame at its front
-         * is acted on as one in the kernel would be; frames for a later
-         * receive wait there, and the kernel's data, if any, follows them.
-         * (An abort notice or a goodbye is always followed by the end of
-         * the stream, so the event that brings us here comes.) */
-        struct loom_tcp_frame f;
-        if (cache_control(tx, sk, &f)) {
+        control = cache_control(tx, sk, &f);
+        if (control) {
             sk->cache_off += LOOM_TCP_FRAME_LEN;
             sk->cache_len -= LOOM_TCP_FRAME_LEN;
-            if (handle_control(tx, sk->peer, &f, 0))
-                stop_watching(tp, sk); /* a goodbye: nothing more comes */
+        }
+    } else {
+        uint8_t hdr[LOOM_TCP_FRAME_LEN];
+        ssize_t n = recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) {
+            if (peer->bye)
+                stop_watching(tp, sk);
+            else if (!control_pending(tx, sk->peer))
+                fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                          "closed the connection without a goodbye (it exited or "
+                          "crashed)");
             return;
         }
-        if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-            stop_watching(tp, sk); /* the next post reads them, then the end */
-        else
-            set_interest(tp, sk, EPOLLRDHUP);
-        return;
-    }
-    uint8_t hdr[LOOM_TCP_FRAME_LEN];
-    ssize_t n = recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
-    if (n == (ssize_t)sizeof hdr) {
-        struct loom_tcp_frame f;
-        loom_tcp_frame_decode(hdr, &f);
-        if (f.magic == LOOM_TCP_FRAME_MAGIC && f.stripe == LOOM_TCP_CONTROL_STRIPE &&
-            f.comm_id == tx->params.comm_id) {
-            if (recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) != (ssize_t)sizeof hdr)
-                return;
-            if (handle_control(tx, sk->peer, &f, 0))
-                stop_watching(tp, sk); /* a goodbye: nothing more comes */
-            return;
-        }
-        if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-            stop_watching(tp, sk); /* the next post reads it, then the end */
-        else
-            set_interest(tp, sk, EPOLLRDHUP);
-        return;
-    }
-    if (n == 0) {
-        if (peer->bye) {
-            stop_watching(tp, sk);
-            return;
-        }
-        if (!control_pending(tx, sk->peer))
-            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
-                      "closed the connection without a goodbye (it exited or crashed)");
-        return;
-    }
-    if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            if (events & EPOLLERR) {
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                fail_errno(tx, sk->peer, errno);
+            } else if (events & EPOLLERR) {
                 int err = 0;
                 socklen_t el = sizeof err;
                 if (getsockopt(sk->fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
@@ -792,12 +772,21 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
             }
             return;
         }
-        fail_errno(tx, sk->peer, errno);
+        if (n == (ssize_t)sizeof hdr) {
+            loom_tcp_frame_decode(hdr, &f);
+            control = is_control(tx, &f);
+            if (control && recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) != (ssize_t)sizeof hdr)
+                return;
+        }
+    }
+    if (control) {
+        if (handle_control(tx, sk->peer, &f, 0))
+            stop_watching(tp, sk); /* a goodbye: nothing more comes */
         return;
     }
-    /* part of a header: wait for the post that reads it */
+    /* data for a later receive, or part of a header: the post reads it */
     if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-        stop_watching(tp, sk);
+        stop_watching(tp, sk); /* the next post reads it, then the end */
     else
         set_interest(tp, sk, EPOLLRDHUP);
 }
