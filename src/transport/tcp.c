@@ -275,14 +275,45 @@ static int is_control(struct loom_tx *tx, const struct loom_tcp_frame *f)
            f->comm_id == tx->params.comm_id;
 }
 
-/* The control frame at the front of the cache, if one is whole there. */
-static int cache_control(struct loom_tx *tx, const struct tcp_sock *sk,
-                         struct loom_tcp_frame *f)
+/* Drop n bytes from the front of the cache. */
+static void cache_consume(struct tcp_sock *sk, size_t n)
 {
-    if (sk->cache_len < LOOM_TCP_FRAME_LEN)
+    sk->cache_off += n;
+    sk->cache_len -= n;
+    if (!sk->cache_len)
+        sk->cache_off = 0;
+}
+
+/* The frame header at the front of sk's stream, for a socket with nothing
+ * half-received: from the cache while it holds anything, else peeked from
+ * the kernel. Returns as recv would: the bytes there (at most a header;
+ * *f is decoded when they are a whole one), 0 at the end of the stream, -1
+ * with errno. */
+static ssize_t front_peek(struct tcp_sock *sk, struct loom_tcp_frame *f)
+{
+    uint8_t hdr[LOOM_TCP_FRAME_LEN];
+    const uint8_t *at = hdr;
+    ssize_t n;
+    if (sk->cache_len) {
+        at = sk->cache + sk->cache_off;
+        n = sk->cache_len < sizeof hdr ? (ssize_t)sk->cache_len : (ssize_t)sizeof hdr;
+    } else {
+        n = recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
+    }
+    if (n == (ssize_t)sizeof hdr)
+        loom_tcp_frame_decode(at, f);
+    return n;
+}
+
+/* Take the whole header front_peek saw off the stream. 0 when done. */
+static int front_take(struct tcp_sock *sk)
+{
+    uint8_t hdr[LOOM_TCP_FRAME_LEN];
+    if (sk->cache_len) {
+        cache_consume(sk, sizeof hdr);
         return 0;
-    loom_tcp_frame_decode(sk->cache + sk->cache_off, f);
-    return is_control(tx, f);
+    }
+    return recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) == (ssize_t)sizeof hdr ? 0 : -1;
 }
 
 static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk);
@@ -318,24 +349,11 @@ static int scan_controls(struct loom_tx *tx, int r)
         struct tcp_sock *sk = &peer->socks[s];
         if (sk->fd < 0 || (sk->recvq.head && sk->recvq.head->done))
             continue;
-        if (sk->cache_len) {
-            /* the stream goes on from the cache, not from the kernel */
-            struct loom_tcp_frame f;
-            if (!cache_control(tx, sk, &f) || f.tag != LOOM_TCP_CTL_ABORT)
-                continue;
-            sk->cache_off += LOOM_TCP_FRAME_LEN;
-            sk->cache_len -= LOOM_TCP_FRAME_LEN;
-            handle_control(tx, r, &f, 1);
-            return 1;
-        }
-        uint8_t hdr[LOOM_TCP_FRAME_LEN];
-        if (recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hdr)
-            continue;
         struct loom_tcp_frame f;
-        loom_tcp_frame_decode(hdr, &f);
-        if (!is_control(tx, &f) || f.tag != LOOM_TCP_CTL_ABORT)
+        if (front_peek(sk, &f) != LOOM_TCP_FRAME_LEN || !is_control(tx, &f) ||
+            f.tag != LOOM_TCP_CTL_ABORT)
             continue;
-        if (recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) == (ssize_t)sizeof hdr) {
+        if (front_take(sk) == 0) {
             handle_control(tx, r, &f, 1);
             return 1;
         }
@@ -495,14 +513,11 @@ static size_t cache_drain(struct loom_tx *tx, struct tcp_sock *sk)
         }
         size_t take = room < sk->cache_len ? room : sk->cache_len;
         memcpy(dst, sk->cache + sk->cache_off, take);
-        sk->cache_off += take;
-        sk->cache_len -= take;
+        cache_consume(sk, take);
         moved += take;
         if (recv_advance(tx, sk, take) != 0)
             break;
     }
-    if (!sk->cache_len)
-        sk->cache_off = 0;
     return moved;
 }
 
@@ -742,45 +757,28 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
     if (peer->failed)
         return;
     struct loom_tcp_frame f;
-    int control = 0;
-    if (sk->cache_len) {
-        control = cache_control(tx, sk, &f);
-        if (control) {
-            sk->cache_off += LOOM_TCP_FRAME_LEN;
-            sk->cache_len -= LOOM_TCP_FRAME_LEN;
-        }
-    } else {
-        uint8_t hdr[LOOM_TCP_FRAME_LEN];
-        ssize_t n = recv(sk->fd, hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0) {
-            if (peer->bye)
-                stop_watching(tp, sk);
-            else if (!control_pending(tx, sk->peer))
-                fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
-                          "closed the connection without a goodbye (it exited or "
-                          "crashed)");
-            return;
-        }
-        if (n < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                fail_errno(tx, sk->peer, errno);
-            } else if (events & EPOLLERR) {
-                int err = 0;
-                socklen_t el = sizeof err;
-                if (getsockopt(sk->fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
-                    fail_errno(tx, sk->peer, err);
-            }
-            return;
-        }
-        if (n == (ssize_t)sizeof hdr) {
-            loom_tcp_frame_decode(hdr, &f);
-            control = is_control(tx, &f);
-            if (control && recv(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT) != (ssize_t)sizeof hdr)
-                return;
-        }
+    ssize_t n = front_peek(sk, &f);
+    if (n == 0) {
+        if (peer->bye)
+            stop_watching(tp, sk);
+        else if (!control_pending(tx, sk->peer))
+            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                      "closed the connection without a goodbye (it exited or crashed)");
+        return;
     }
-    if (control) {
-        if (handle_control(tx, sk->peer, &f, 0))
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            fail_errno(tx, sk->peer, errno);
+        } else if (events & EPOLLERR) {
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(sk->fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
+                fail_errno(tx, sk->peer, err);
+        }
+        return;
+    }
+    if (n == LOOM_TCP_FRAME_LEN && is_control(tx, &f)) {
+        if (front_take(sk) == 0 && handle_control(tx, sk->peer, &f, 0))
             stop_watching(tp, sk); /* a goodbye: nothing more comes */
         return;
     }
