@@ -190,14 +190,41 @@ static const struct allreduce_row allreduce_table[] = {
     {1 << 30, 0, {{32 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
 };
 
-/* Broadcast: binomial below, then the chain (scatter + allgather moves more
- * bytes in all and lost at every size on loopback: forced only). Allgather:
- * Bruck up to this many bytes gathered in all, then the ring. Measured:
+/* Broadcast: the chain, except for small messages on communicators where
+ * the chain is more than one hop deeper than the binomial tree (n - 1 hops
+ * against ceil(log2 n)), i.e. from 6 ranks on. Up to 5 ranks the chain wins
+ * back-to-back calls (every rank sends once a call; the binomial root sends
+ * log2 n times) and single calls tie; at 8 ranks single calls lose. Scatter +
+ * allgather moves more bytes in all and lost at every size on loopback:
+ * forced only. Allgather: Bruck up to this many bytes gathered in all, then
+ * the ring. Measured (us; back-to-back: perf/broadcast_perf; single: p50 of
+ * a blocking broadcast + barrier, per run, where a barrier alone took 33-110):
+ *   broadcast 4 ranks 8 B back-to-back: chain 4.7 binomial 8.1; 1K: 6.4 8.3;
+ *                     16K: 17.0 19.6; single 8 B: 45 69 44 vs 51 51 55
+ *   broadcast 5 ranks 8 B back-to-back: chain 5.3 binomial 13.3;
+ *                     single 8 B: 99 94 vs 103 97
+ *   broadcast 8 ranks 8 B back-to-back: chain 6.8 binomial 15.1;
+ *                     single 8 B: 145 149 vs 133 138
  *   broadcast 8 ranks  16K: chain 72 binomial 75 scatter_allgather 1560 us
  *                      64K: chain 154 binomial 278 scatter_allgather 1739 us
  *   allgather 8 ranks 256K: ring 2194 bruck 1809; 1M: ring 6533 bruck 8819 */
 #define BCAST_BINOMIAL_MAX (16 << 10)
 #define ALLGATHER_BRUCK_MAX (256 << 10)
+
+static int ceil_log2(int n)
+{
+    int d = 0;
+    while ((1 << d) < n)
+        d++;
+    return d;
+}
+
+static enum loom_algo broadcast_auto(size_t bytes, int nranks)
+{
+    if (bytes > BCAST_BINOMIAL_MAX || nranks - 1 <= ceil_log2(nranks) + 1)
+        return LOOM_ALGO_CHAIN;
+    return LOOM_ALGO_BINOMIAL;
+}
 
 enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
 {
@@ -213,7 +240,7 @@ enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
         return b->algo;
     }
     case LOOM_OP_BROADCAST:
-        return bytes <= BCAST_BINOMIAL_MAX ? LOOM_ALGO_BINOMIAL : LOOM_ALGO_CHAIN;
+        return broadcast_auto(bytes, nranks);
     case LOOM_OP_ALLGATHER:
         return bytes * (size_t)nranks <= ALLGATHER_BRUCK_MAX ? LOOM_ALGO_BRUCK
                                                              : LOOM_ALGO_RING;

@@ -306,7 +306,12 @@ START_TEST(auto_choice_serves_and_scales)
         ck_assert_int_ne(loom_coll_auto(LOOM_OP_ALLREDUCE, 8, n), LOOM_ALGO_RING);
         ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, (size_t)1 << 28, n),
                          LOOM_ALGO_RING);
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, 8, n), LOOM_ALGO_BINOMIAL);
+        /* broadcast: the chain while it is at most one hop deeper than the
+         * binomial tree (n - 1 <= ceil(log2 n) + 1: up to 5 ranks) */
+        enum loom_algo small = n <= 5 ? LOOM_ALGO_CHAIN : LOOM_ALGO_BINOMIAL;
+        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, 8, n), small);
+        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, 16 << 10, n), small);
+        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, (16 << 10) + 1, n), LOOM_ALGO_CHAIN);
         ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLGATHER, 8, n), LOOM_ALGO_BRUCK);
         ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLGATHER, (size_t)1 << 26, n),
                          LOOM_ALGO_RING);
