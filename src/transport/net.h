@@ -6,8 +6,10 @@
 #ifndef LOOM_NET_H
 #define LOOM_NET_H
 
+#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include "loom.h"
 
@@ -39,39 +41,40 @@ void loom_net_set_nodelay(int fd);
  * (only a tuning hint). */
 void loom_net_set_sndbuf(int fd, size_t bytes);
 
-/* Little-endian field codecs for wire headers. */
+/* Little-endian field codecs for wire headers: one unaligned load or store
+ * each (memcpy plus a byte swap on big-endian hosts), not a byte loop. */
 static inline void loom_put_le16(uint8_t *p, uint16_t v)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
+    v = htole16(v);
+    memcpy(p, &v, sizeof v);
 }
 static inline void loom_put_le32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = htole32(v);
+    memcpy(p, &v, sizeof v);
 }
 static inline void loom_put_le64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = htole64(v);
+    memcpy(p, &v, sizeof v);
 }
 static inline uint16_t loom_get_le16(const uint8_t *p)
 {
-    return (uint16_t)(p[0] | (p[1] << 8));
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return le16toh(v);
 }
 static inline uint32_t loom_get_le32(const uint8_t *p)
 {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return le32toh(v);
 }
 static inline uint64_t loom_get_le64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return le64toh(v);
 }
 
 #endif
