@@ -1,5 +1,7 @@
-/* binomial.c - binomial tree broadcast for small messages: ceil(log2 n)
- * rounds, whole message per hop. Virtual ranks are relative to the root. */
+/* binomial.c - binomial tree broadcast for small messages from 6 ranks on
+ * (below that the chain is at most one hop deeper and wins, coll.c):
+ * ceil(log2 n) rounds, whole message per hop. Virtual ranks are relative to
+ * the root. */
 #include "build_config.h"
 
 #include "coll.h"
