@@ -5,7 +5,8 @@
  * Each rank gets LOOM_RANK_TABLE, LOOM_RANK, RANK, WORLD_SIZE, LOCAL_RANK and
  * LOOM_NRANKS. Without --rank-table a single-server table for 127.0.0.1 is
  * written to a temporary directory (removed at exit) and, unless the port base
- * is given, a free port region is chosen so concurrent jobs do not collide.
+ * is given, a free port region outside the kernel's ephemeral range is chosen
+ * so that concurrent jobs and other connections do not collide with it.
  * Every output line of rank r is prefixed "[r] " (stdout to stdout, stderr to
  * stderr). The first rank that fails ends the job: the others get SIGTERM,
  * then SIGKILL after 2 s, and loom-run exits with the failed rank's status
@@ -19,20 +20,19 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap/bootstrap.h"
 #include "util.h"
 
 #define RUN_MAX_RANKS 1024
@@ -150,35 +150,6 @@ static void run_remove_table(struct run_job *job)
     if (job->tmpdir[0])
         rmdir(job->tmpdir);
     job->table[0] = job->tmpdir[0] = '\0';
-}
-
-/* Can a TCP listener bind 127.0.0.1:port right now? */
-static int run_port_free(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
-}
-
-/* A base in 20000..59000 whose next nports ports are free now; 0 if none. */
-static int run_pick_port_base(int nports)
-{
-    unsigned seed = (unsigned)getpid() ^ (unsigned)loom_now_ns();
-    for (int attempt = 0; attempt < 64; attempt++) {
-        int base = 20000 + (int)(rand_r(&seed) % 39000u);
-        int p;
-        for (p = 0; p < nports && run_port_free(base + p); p++)
-            ;
-        if (p == nports)
-            return base;
-    }
-    return 0;
 }
 
 /* ---- children -------------------------------------------------------------- */
@@ -652,10 +623,10 @@ int main(int argc, char **argv)
         snprintf(portstr, sizeof(portstr), "%ld", port_base);
         setenv("LOOM_PORT_BASE", portstr, 1);
     } else if (!getenv("LOOM_PORT_BASE") && !table) {
-        int base = run_pick_port_base(job.nranks);
+        int base = loom_net_pick_port_base(job.nranks);
         if (base == 0) {
-            fprintf(stderr, "loom-run: found no %d free ports in 20000..59000 on 127.0.0.1\n",
-                    job.nranks);
+            fprintf(stderr, "loom-run: found no %d consecutive free ports on 127.0.0.1 "
+                    "outside the ephemeral range; give --port-base\n", job.nranks);
             goto out;
         }
         snprintf(portstr, sizeof(portstr), "%d", base);

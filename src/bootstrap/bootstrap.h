@@ -52,4 +52,12 @@ loom_result_t loom_net_local_addr(const char *host, int port,
                                   const char *ifname_spec, char *out,
                                   size_t outlen, char *err, size_t errlen);
 
+/* A port base for a job on this host: base..base+nports-1 can each be
+ * bound on 127.0.0.1 now, and lie outside the kernel's ephemeral range
+ * (net.ipv4.ip_local_port_range), so no connect() or port-0 listener on
+ * this host can take one of them between this check and the job's listen.
+ * Random among such bases, to keep concurrent jobs apart; 0 if none found.
+ * For launchers and tests that choose rank 0's port (loom-run). */
+int loom_net_pick_port_base(int nports);
+
 #endif

@@ -7,6 +7,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "loom.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/net.h"
+#include "util.h"
 
 /* Does name match spec? "eth,ib" prefixes, "^lo,docker" excludes those
  * prefixes, "=eth0" (or "^=eth0") compares whole names. */
@@ -131,4 +133,56 @@ loom_result_t loom_net_local_addr(const char *host, int port,
         return LOOM_ERROR_SYSTEM;
     }
     return LOOM_SUCCESS;
+}
+
+/* Can a TCP listener bind 127.0.0.1:port right now? (Without SO_REUSEADDR:
+ * a port still in TIME_WAIT counts as taken, which only skips more.) */
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+int loom_net_pick_port_base(int nports)
+{
+    int lo = 32768, hi = 60999; /* Linux's default ephemeral range */
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        int a, b;
+        if (fscanf(f, "%d %d", &a, &b) == 2 && a > 0 && b >= a && b <= 65535) {
+            lo = a;
+            hi = b;
+        }
+        fclose(f);
+    }
+    if (nports < 1 || nports > 4096)
+        return 0;
+    /* Bases below the ephemeral range (above the well-known and the
+     * registered ports most services use), then above it. */
+    int first[2] = {10000, hi + 1};
+    int span[2] = {lo - nports - 10000 + 1, 65535 - nports - hi + 1};
+    for (int w = 0; w < 2; w++)
+        span[w] = span[w] < 0 ? 0 : span[w];
+    if (span[0] + span[1] == 0) { /* the whole range is ephemeral */
+        first[0] = 1024;
+        span[0] = 65535 - nports - 1024 + 1;
+    }
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)loom_now_ns();
+    for (int attempt = 0; attempt < 256; attempt++) {
+        unsigned k = (unsigned)rand_r(&seed) % (unsigned)(span[0] + span[1]);
+        int base = (int)k < span[0] ? first[0] + (int)k : first[1] + (int)k - span[0];
+        int p = 0;
+        while (p < nports && port_free(base + p))
+            p++;
+        if (p == nports)
+            return base;
+    }
+    return 0;
 }

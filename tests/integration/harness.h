@@ -16,20 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A port that was free a moment ago on 127.0.0.1. */
+#include "bootstrap/bootstrap.h"
+
+/* A port for rank 0 to listen on, outside the kernel's ephemeral range: a
+ * port-0 probe would hand out one that any connection made meanwhile (by
+ * this test or one running beside it) can take before rank 0 listens. */
 static inline int harness_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        perror("harness_free_port");
+    int port = loom_net_pick_port_base(1);
+    if (port == 0) {
+        fprintf(stderr, "harness_free_port: no free port on 127.0.0.1\n");
         exit(2);
     }
-    close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 typedef int (*harness_fn)(int rank, int n, void *arg);

@@ -22,9 +22,12 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
 # Only rank 0's bootstrap port (base + its device id) is used: a random base
-# keeps concurrent runs apart.
+# keeps concurrent runs apart, and one below the kernel's ephemeral range
+# cannot be taken first by some connection's local port.
 next_port_base() {
-    LOOM_PORT_BASE=$((20000 + ($(od -An -N2 -tu2 /dev/urandom) % 20000)))
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+    [ "${lo:-0}" -gt 12000 ] 2>/dev/null || lo=32768
+    LOOM_PORT_BASE=$((10000 + ($(od -An -N2 -tu2 /dev/urandom) % (lo - 10016))))
     export LOOM_PORT_BASE
 }
 LOOM_BOOTSTRAP_TIMEOUT=15

@@ -1,10 +1,12 @@
 /* check_bootstrap.c - rendezvous through rank 0 over 127.0.0.1, with forked
  * ranks: success for 1, 2 and 5 ranks, table mismatch, missing ranks, no
- * root, late root, strangers, a taken port; local address selection; the job
+ * root, late root, strangers, a taken port; local address selection; port
+ * bases for jobs outside the ephemeral range; the job
  * key: same key, wrong key, key on one side only, strangers with junk. */
 #include "build_config.h"
 
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -355,6 +357,46 @@ START_TEST(test_local_addr)
 }
 END_TEST
 
+/* Ports chosen for a job (loom-run, the tests) lie outside the kernel's
+ * ephemeral range, where no connection's local port can take them first,
+ * and can be bound; a region that cannot fit is refused. */
+START_TEST(test_pick_port_base)
+{
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        ck_assert_int_eq(fscanf(f, "%d %d", &lo, &hi), 2);
+        fclose(f);
+    }
+    int room = lo - 10000 >= 16 || hi <= 65535 - 16; /* else nothing is outside */
+    for (int n = 1; n <= 16; n *= 4) {
+        for (int i = 0; i < 40; i++) {
+            int base = loom_net_pick_port_base(n);
+            ck_assert_int_gt(base, 1023);
+            ck_assert_int_le(base + n - 1, 65535);
+            if (room)
+                ck_assert_msg(base + n - 1 < lo || base > hi,
+                              "ports %d..%d are inside the ephemeral range %d..%d",
+                              base, base + n - 1, lo, hi);
+        }
+        int base = loom_net_pick_port_base(n);
+        for (int p = 0; p < n; p++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in sa = {.sin_family = AF_INET,
+                                     .sin_port = htons((uint16_t)(base + p)),
+                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                              listen(fd, 1) == 0,
+                          "picked port %d cannot be listened on: %s", base + p,
+                          strerror(errno));
+            close(fd);
+        }
+    }
+    ck_assert_int_eq(loom_net_pick_port_base(0), 0);
+    ck_assert_int_eq(loom_net_pick_port_base(70000), 0);
+}
+END_TEST
+
 /* ---------------------------------------------------------- job key tests */
 
 /* Per-rank job keys for key_rank_main (NULL: no key); set before mp_run. */
@@ -538,6 +580,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_wake_aborts);
     tcase_add_test(tc, test_local_addr);
+    tcase_add_test(tc, test_pick_port_base);
     tcase_add_test(tc, test_key_same);
     tcase_add_loop_test(tc, test_key_refused, 0, 3);
     tcase_add_test(tc, test_key_strangers_dropped);

@@ -16,23 +16,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap/bootstrap.h"
+
 typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
 
-/* A port that was free a moment ago on 127.0.0.1. */
+/* A port outside the kernel's ephemeral range (bootstrap.h), so that no
+ * connection made meanwhile takes it before the test listens; -1 if none. */
 static inline int mp_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sin;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sin, &sl) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(sin.sin_port);
+    int port = loom_net_pick_port_base(1);
+    return port ? port : -1;
 }
 
 static inline double mp_now(void)
