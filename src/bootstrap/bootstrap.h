@@ -56,7 +56,9 @@ loom_result_t loom_net_local_addr(const char *host, int port,
  * bound on 127.0.0.1 now, and lie outside the kernel's ephemeral range
  * (net.ipv4.ip_local_port_range), so no connect() or port-0 listener on
  * this host can take one of them between this check and the job's listen.
- * Random among such bases, to keep concurrent jobs apart; 0 if none found.
+ * Random among such bases, to keep concurrent jobs apart; 0 if none found
+ * or nports is not in 1..4096. Where the ephemeral range leaves no room
+ * (it covers 10000..65535), any free base from 1024 is taken instead.
  * For launchers and tests that choose rank 0's port (loom-run). */
 int loom_net_pick_port_base(int nports);
 

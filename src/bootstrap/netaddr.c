@@ -152,6 +152,8 @@ static int port_free(int port)
 
 int loom_net_pick_port_base(int nports)
 {
+    if (nports < 1 || nports > 4096)
+        return 0;
     int lo = 32768, hi = 60999; /* Linux's default ephemeral range */
     FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
     if (f) {
@@ -162,8 +164,6 @@ int loom_net_pick_port_base(int nports)
         }
         fclose(f);
     }
-    if (nports < 1 || nports > 4096)
-        return 0;
     /* Bases below the ephemeral range (above the well-known and the
      * registered ports most services use), then above it. */
     int first[2] = {10000, hi + 1};
