@@ -5,8 +5,8 @@
 #include <check.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
