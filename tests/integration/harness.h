@@ -4,14 +4,11 @@
 #ifndef LOOM_TEST_HARNESS_H
 #define LOOM_TEST_HARNESS_H
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>

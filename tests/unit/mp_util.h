@@ -6,12 +6,10 @@
 #ifndef LOOM_TEST_MP_UTIL_H
 #define LOOM_TEST_MP_UTIL_H
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
