@@ -6,9 +6,11 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,35 @@ static inline double harness_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A counter the forked ranks share (NULL if it cannot be mapped), for
+ * ordering what Loom itself does not order: a rank that is to vanish
+ * between two calls waits until the others are out of the earlier one. */
+static inline atomic_int *harness_counter_new(void)
+{
+    atomic_int *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (c == MAP_FAILED)
+        return NULL;
+    atomic_init(c, 0);
+    return c;
+}
+
+static inline void harness_counter_free(atomic_int *c)
+{
+    munmap(c, sizeof *c);
+}
+
+/* Wait (1 ms naps) until *c reaches want or secs pass; 1 if it did. */
+static inline int harness_counter_wait(atomic_int *c, int want, double secs)
+{
+    double until = harness_now() + secs;
+    while (atomic_load(c) < want && harness_now() < until) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return atomic_load(c) >= want;
 }
 
 /* Returns 0 when every rank exited 0. status[r] gets each exit code (or

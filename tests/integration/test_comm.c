@@ -5,11 +5,9 @@
 #include <check.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "coll_check.h"
@@ -474,8 +472,7 @@ END_TEST
  * Rank 3 leaves only once the others have returned from the first call: a
  * rank can finish a collective while another still waits in it, and a peer
  * that vanishes then fails that call (rightly: the communicator is broken),
- * which is not what this test is about. arg: a counter in memory shared by
- * the forked ranks. */
+ * which is not what this test is about. arg: a harness_counter_new(). */
 static int rank_dies_idle(int rank, int n, void *arg)
 {
     atomic_int *done_first = arg;
@@ -485,10 +482,7 @@ static int rank_dies_idle(int rank, int n, void *arg)
     if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) || x != n)
         return 10;
     if (rank == 3) {
-        double until = harness_now() + 10;
-        while (atomic_load(done_first) < n - 1 && harness_now() < until)
-            usleep(1000);
-        if (atomic_load(done_first) < n - 1) {
+        if (!harness_counter_wait(done_first, n - 1, 10)) {
             fprintf(stderr, "rank 3: the others did not finish call #1 in 10 s\n");
             return 12;
         }
@@ -512,12 +506,10 @@ static int rank_dies_idle(int rank, int n, void *arg)
 
 START_TEST(death_between_calls_noticed)
 {
-    atomic_int *done_first = mmap(NULL, sizeof *done_first, PROT_READ | PROT_WRITE,
-                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(done_first, MAP_FAILED);
-    atomic_init(done_first, 0);
+    atomic_int *done_first = harness_counter_new();
+    ck_assert_ptr_nonnull(done_first);
     RUN(4, rank_dies_idle, done_first, 30);
-    munmap(done_first, sizeof *done_first);
+    harness_counter_free(done_first);
 }
 END_TEST
 

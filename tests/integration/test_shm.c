@@ -11,11 +11,9 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "coll_check.h"
 #include "coll_one.h"
@@ -31,8 +29,8 @@ struct cfg {
     const char *expect;  /* algorithm loom_shm_algo_name must give for a
                             large allreduce ("shm", "hier") or NULL      */
     int kill_rank;       /* kill test: this rank dies                   */
-    atomic_int *passed;  /* kill test, shared by the forked ranks: how
-                            many have returned from call 4, the last one
+    atomic_int *passed;  /* kill test (harness_counter_new): how many
+                            have returned from call 4, the last one
                             before the kill                             */
 };
 
@@ -139,11 +137,7 @@ static int kill_rank(int rank, int n, void *arg)
         if (rank == c->kill_rank && it == 5) {
             /* Not before every other rank is out of call 4: a rank still
              * in it would rightly fail it, and the test is about call 5. */
-            double until = harness_now() + 20;
-            while (atomic_load(c->passed) < n && harness_now() < until) {
-                struct timespec ms = {0, 1000000};
-                nanosleep(&ms, NULL);
-            }
+            harness_counter_wait(c->passed, n, 20);
             struct timespec ts = {0, 50000000}; /* let the others start waiting */
             nanosleep(&ts, NULL);
             raise(SIGKILL);
@@ -265,18 +259,16 @@ int main(void)
     failed |= run("LOOM_SHM=0", 4, off_rank, &c);
     unsetenv("LOOM_SHM");
     /* the dead rank exits by SIGKILL (128 + 9); the others must pass */
-    atomic_int *passed = mmap(NULL, sizeof *passed, PROT_READ | PROT_WRITE,
-                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (passed == MAP_FAILED) {
+    atomic_int *passed = harness_counter_new();
+    if (!passed) {
         perror("mmap");
         return 1;
     }
-    atomic_init(passed, 0);
     c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed};
     int st[4];
     set_port();
     harness_run(4, kill_rank, &c, 60, st);
-    munmap(passed, sizeof *passed);
+    harness_counter_free(passed);
     int kill_ok = st[2] == 128 + SIGKILL;
     for (int r = 0; r < 4; r++)
         if (r != 2 && st[r] != 0)
