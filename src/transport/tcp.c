@@ -2,10 +2,11 @@
  * non-blocking sockets, driven by a poll-first progress loop.
  *
  * Each direction between two ranks has LOOM_NSOCKS sockets of its own
- * (lanes, tcp_priv.h). A message of at most LOOM_TCP_STRIPE_MIN bytes (or
- * any message with one lane) goes on the direction's first lane as one
- * frame; a longer one is cut into stripes of equal, page-rounded size,
- * stripe s on lane s. Both sides derive
+ * (lanes, tcp_priv.h). A message of at most LOOM_TCP_SHARED_MAX bytes goes
+ * on socket 0, shared by both directions, as one frame; a longer one goes
+ * on its direction's first lane as one frame when it is at most
+ * LOOM_TCP_STRIPE_MIN bytes (or there is one lane), else it is cut into
+ * stripes of equal, page-rounded size, stripe s on lane s. Both sides derive
  * the cut from the length alone, and both post in the same order, so each
  * socket's queue of (request, stripe) entries matches the peer's. Every frame
  * carries a header (tcp_frame.h) that the receiver checks against what it
@@ -630,8 +631,9 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
         req_finish(req, res);
         return res;
     }
-    /* The cut depends only on the length and the lanes, same on both
-     * sides; stripe s goes on lane s of this direction. */
+    /* The cut and the sockets depend only on the length and the lanes,
+     * same on both sides; stripe s goes on lane s of this direction, or a
+     * short message on socket 0 (tcp_priv.h). */
     const int lanes = tp->nsocks / 2;
     const int from = is_send ? tx->params.rank : r, to = is_send ? r : tx->params.rank;
     size_t chunk = req->len, nstripes = 1;
@@ -645,7 +647,7 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     for (size_t s = 0; s < nstripes; s++) {
         ops[s] = op_get(tp);
         if (!ops[s] ||
-            activate(tx, &peer->socks[loom_tcp_lane_sock(from, to, (int)s)]) != LOOM_SUCCESS) {
+            activate(tx, &peer->socks[loom_tcp_msg_sock(from, to, req->len, (int)s)]) != LOOM_SUCCESS) {
             if (ops[s])
                 op_put(tp, ops[s]);
             while (s--)
@@ -658,7 +660,7 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     req->priv[0] = nstripes;
     for (size_t s = 0; s < nstripes; s++) {
         struct tcp_op *op = ops[s];
-        struct tcp_sock *sk = &peer->socks[loom_tcp_lane_sock(from, to, (int)s)];
+        struct tcp_sock *sk = &peer->socks[loom_tcp_msg_sock(from, to, req->len, (int)s)];
         size_t off = s * chunk;
         op->req = req;
         op->base = (uint8_t *)req->buf + off;

@@ -1,7 +1,8 @@
 /* check_tcp.c - the tcp transport between forked processes on 127.0.0.1:
  * bootstrap, full mesh with 1-3 sockets per peer, byte-exact messages of
  * awkward sizes both ways and around a ring, ordering of many small
- * messages, frames read ahead of their receives (with a goodbye or an
+ * messages, short and long messages posted at once both ways (socket 0
+ * shared by the short ones), frames read ahead of their receives (with a goodbye or an
  * abort notice behind them), a killed peer, mismatched frames, the wake
  * fd, and strangers;
  * the job key: same key, wrong or missing key, strangers that speak the
@@ -448,6 +449,88 @@ START_TEST(test_read_ahead)
 }
 END_TEST
 
+/* Both ranks post, all at once, messages whose sizes straddle
+ * LOOM_TCP_SHARED_MAX and LOOM_TCP_STRIPE_MIN, the same sequence each way,
+ * and check every byte: short ones from both directions queue on socket 0
+ * (checked on the posted queues before anything moves), longer ones on
+ * their direction's lanes, and each socket's frames still match their
+ * receives when short and long ones overtake each other. */
+enum { SH_MSGS = 60 };
+
+static size_t sh_len(int i)
+{
+    static const size_t cycle[] = {0, 8, LOOM_TCP_SHARED_MAX, LOOM_TCP_SHARED_MAX + 1,
+                                   1000, LOOM_TCP_STRIPE_MIN + 4096, 3,
+                                   LOOM_TCP_STRIPE_MIN, 300000};
+    return cycle[i % (int)(sizeof cycle / sizeof cycle[0])];
+}
+
+static int shared_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    int peer = 1 - rank;
+    struct tcp_peer *tp_peer = &((struct tcp_priv *)tx->priv)->peers[peer];
+    struct loom_tx_req *reqs = calloc(2 * SH_MSGS, sizeof *reqs);
+    uint8_t *sb[SH_MSGS], *rb[SH_MSGS];
+    if (!reqs)
+        return 20;
+    for (int i = 0; i < SH_MSGS; i++) {
+        size_t len = sh_len(i);
+        sb[i] = malloc(len + 1);
+        rb[i] = malloc(len + 1);
+        if (!sb[i] || !rb[i])
+            return 20;
+        mp_fill(sb[i], len, seed_of(rank, peer, len, i));
+        reqs[2 * i] = (struct loom_tx_req){.peer = peer, .buf = rb[i], .len = len,
+                                           .tag = (uint32_t)i};
+        reqs[2 * i + 1] = (struct loom_tx_req){.peer = peer, .buf = sb[i], .len = len,
+                                               .tag = (uint32_t)i};
+        /* the first receive, a short one, is posted before anything is
+         * sent: it must wait on socket 0 whichever rank this is */
+        if (tx->ops->irecv(tx, &reqs[2 * i]))
+            return 21;
+        if (i == 1 && (!tp_peer->socks[0].recvq.head ||
+                       tp_peer->socks[0].recvq.head->req != &reqs[0] ||
+                       tp_peer->socks[0].recvq.head->next != tp_peer->socks[0].recvq.tail ||
+                       tp_peer->socks[1].recvq.head)) {
+            snprintf(rank_err(j, rank), ERRSLOT,
+                     "short receives from rank %d are not queued on socket 0", peer);
+            return 22;
+        }
+        if (tx->ops->isend(tx, &reqs[2 * i + 1]))
+            return 21;
+    }
+    if (wait_all(tx, reqs, 2 * SH_MSGS) != LOOM_SUCCESS) {
+        snprintf(rank_err(j, rank), ERRSLOT, "exchange: %s", tx->errmsg);
+        return 23;
+    }
+    for (int i = 0; i < SH_MSGS; i++) {
+        size_t len = sh_len(i);
+        long bad = mp_verify(rb[i], len, seed_of(peer, rank, len, i));
+        if (bad >= 0) {
+            snprintf(rank_err(j, rank), ERRSLOT, "message %d (%zu bytes): byte %ld differs",
+                     i, len, bad);
+            return 25;
+        }
+        free(sb[i]);
+        free(rb[i]);
+    }
+    free(reqs);
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_shared_socket)
+{
+    struct job *j = job_new(_i + 1); /* one lane each way, then two */
+    job_check(j, mp_run(2, shared_main, j, 30.0, 0), 2);
+}
+END_TEST
+
 /* Rank 1 dies by SIGKILL after connecting; rank 0's pending receive and
  * progress must fail with LOOM_ERROR_REMOTE naming rank 1, quickly. */
 static int killed_main(int rank, int n, void *arg)
@@ -740,8 +823,8 @@ START_TEST(test_connect_timeout_names_peer)
 }
 END_TEST
 
-/* The two directions of a pair never share a socket, and both ends name
- * the same socket for a lane. */
+/* The two directions of a pair never share a lane, both ends name the
+ * same socket for a lane, and short messages share socket 0 both ways. */
 START_TEST(test_lanes)
 {
     for (int lane = 0; lane < LOOM_TCP_MAX_SOCKS / 2; lane++) {
@@ -749,7 +832,14 @@ START_TEST(test_lanes)
         ck_assert_int_eq(loom_tcp_lane_sock(3, 0, lane), 2 * lane + 1);
         ck_assert_int_eq(loom_tcp_lane_sock(5, 7, lane), loom_tcp_lane_sock(2, 4, lane));
         ck_assert_int_lt(loom_tcp_lane_sock(9, 1, lane), LOOM_TCP_MAX_SOCKS);
+        size_t big = LOOM_TCP_SHARED_MAX + 1;
+        ck_assert_int_eq(loom_tcp_msg_sock(0, 3, big, lane), loom_tcp_lane_sock(0, 3, lane));
+        ck_assert_int_eq(loom_tcp_msg_sock(3, 0, big, lane), loom_tcp_lane_sock(3, 0, lane));
     }
+    ck_assert_int_eq(loom_tcp_msg_sock(0, 3, 0, 0), 0);
+    ck_assert_int_eq(loom_tcp_msg_sock(3, 0, 8, 0), 0);
+    ck_assert_int_eq(loom_tcp_msg_sock(3, 0, LOOM_TCP_SHARED_MAX, 0), 0);
+    ck_assert_int_eq(loom_tcp_msg_sock(3, 0, LOOM_TCP_SHARED_MAX + 1, 0), 1);
 }
 END_TEST
 
@@ -1125,6 +1215,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_ring, 0, ncases);
     tcase_add_test(tc, test_many_small_in_order);
     tcase_add_loop_test(tc, test_read_ahead, 0, 3);
+    tcase_add_loop_test(tc, test_shared_socket, 0, 2);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 30);
