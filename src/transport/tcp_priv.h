@@ -20,11 +20,11 @@
 #define LOOM_TCP_MAX_SOCKS 64
 /* Each direction of a pair of ranks has its own sockets ("lanes") for
  * long messages: socket s carries them from the lower rank to the higher
- * when s is even, the other way when s is odd. A socket that carries long
- * messages one way carries only ACKs the other way, so the two ranks' long
- * sends never contend for one socket's lock and backlog (on loopback,
- * sharing sockets both ways made a 1 MiB exchange between two ranks about
- * 30% slower). */
+ * when s is even, the other way when s is odd. Long messages never travel
+ * against a lane's direction (only short ones do, on socket 0, below), so
+ * the two ranks' long sends never contend for one socket's lock and
+ * backlog (on loopback, sharing sockets both ways made a 1 MiB exchange
+ * between two ranks about 30% slower). */
 static inline int loom_tcp_lane_sock(int from, int to, int lane)
 {
     return 2 * lane + (from < to ? 0 : 1);
