@@ -137,7 +137,10 @@ static int kill_rank(int rank, int n, void *arg)
         if (rank == c->kill_rank && it == 5) {
             /* Not before every other rank is out of call 4: a rank still
              * in it would rightly fail it, and the test is about call 5. */
-            harness_counter_wait(c->passed, n, 20);
+            if (!harness_counter_wait(c->passed, n, 20)) {
+                FAIL("the others did not return from call 4 in 20 s");
+                break;
+            }
             struct timespec ts = {0, 50000000}; /* let the others start waiting */
             nanosleep(&ts, NULL);
             raise(SIGKILL);
@@ -167,7 +170,6 @@ static int kill_rank(int rank, int n, void *arg)
     }
     free(x);
     loom_comm_destroy(comm);
-    (void)n;
     return fails ? 3 : 0;
 }
 

@@ -2,9 +2,9 @@
  * bootstrap, full mesh with 1-3 sockets per peer, byte-exact messages of
  * awkward sizes both ways and around a ring, ordering of many small
  * messages, short and long messages posted at once both ways (socket 0
- * shared by the short ones), frames read ahead of their receives (with a goodbye or an
- * abort notice behind them), a killed peer, mismatched frames, the wake
- * fd, and strangers;
+ * shared by the short ones), frames read ahead of their receives (with a
+ * goodbye or an abort notice behind them), a killed peer, mismatched
+ * frames, the wake fd, and strangers;
  * the job key: same key, wrong or missing key, strangers that speak the
  * protocol, and the pure hello check. */
 #include "build_config.h"
@@ -13,8 +13,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
