@@ -198,6 +198,28 @@ LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size);
 LOOM_API loom_result_t loom_comm_split(loom_comm_t comm, int color, int key,
                                        loom_comm_t *newcomm);
 
+/* The ranks of comm that share this rank's server (the rank table's
+ * server_id; the host for tcp://, env:// and unique-id communicators):
+ * this rank's index among them (ascending comm rank) and their number. */
+LOOM_API loom_result_t loom_comm_local_rank(loom_comm_t comm, int *local_rank);
+LOOM_API loom_result_t loom_comm_local_size(loom_comm_t comm, int *local_size);
+
+/* Rendezvous through an id that a framework passes around itself (as
+ * NCCL's ncclGetUniqueId + ncclCommInitRank; torch puts it in its store).
+ * loom_get_unique_id, on one process (usually rank 0's), picks this host's
+ * address (LOOM_SOCKET_IFNAME, else the one that reaches the default
+ * route), opens the rendezvous listener there and writes its address and a
+ * fresh random job nonce into *id; the listener is kept for rank 0 of that
+ * id in this process. Every rank then calls loom_comm_init_rank with the
+ * same id and nranks. The id holds no pointer: copy it byte for byte. */
+#define LOOM_UNIQUE_ID_BYTES 128
+typedef struct loom_unique_id {
+    char internal[LOOM_UNIQUE_ID_BYTES];
+} loom_unique_id_t;
+LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id);
+LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
+                                           const loom_unique_id_t *id, int rank);
+
 /* The full message of comm's last error ("" when none). Valid until the next
  * call on comm. comm may be NULL for errors of a failed init on this thread. */
 LOOM_API const char *loom_get_error_string(loom_comm_t comm);
@@ -243,6 +265,44 @@ LOOM_API loom_result_t loom_reduce(const void *sendbuf, void *recvbuf,
                                    loom_redop_t op, int root, loom_comm_t comm,
                                    loom_stream_t stream);
 LOOM_API loom_result_t loom_barrier(loom_comm_t comm, loom_stream_t stream);
+
+/* Point-to-point. Not collective: only the two ranks take part. Messages
+ * between two ranks match in the order they were issued, by count and
+ * dtype (a send whose count or dtype differs from the receive it meets is
+ * LOOM_ERROR_MISMATCH naming both calls). Inside a group (below) a rank
+ * may post sends and receives to many peers that progress together. */
+LOOM_API loom_result_t loom_send(const void *buf, uint64_t count,
+                                 loom_dtype_t dtype, int peer, loom_comm_t comm,
+                                 loom_stream_t stream);
+LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
+                                 int peer, loom_comm_t comm,
+                                 loom_stream_t stream);
+
+/* Every rank sends block j of count elements of sendbuf to rank j and
+ * receives rank j's block into block j of recvbuf (equal blocks). */
+LOOM_API loom_result_t loom_alltoall(const void *sendbuf, void *recvbuf,
+                                     uint64_t count, loom_dtype_t dtype,
+                                     loom_comm_t comm, loom_stream_t stream);
+/* root receives rank j's sendcount elements at block j of recvbuf (recvbuf
+ * matters on root only). */
+LOOM_API loom_result_t loom_gather(const void *sendbuf, void *recvbuf,
+                                   uint64_t sendcount, loom_dtype_t dtype,
+                                   int root, loom_comm_t comm,
+                                   loom_stream_t stream);
+/* Rank j receives block j (recvcount elements) of root's sendbuf (sendbuf
+ * matters on root only). */
+LOOM_API loom_result_t loom_scatter(const void *sendbuf, void *recvbuf,
+                                    uint64_t recvcount, loom_dtype_t dtype,
+                                    int root, loom_comm_t comm,
+                                    loom_stream_t stream);
+
+/* Grouped calls (as NCCL's ncclGroupStart/End): calls issued on this thread
+ * between loom_group_start and the matching loom_group_end are collected
+ * and run as one op per communicator at loom_group_end; the stream and
+ * blocking rules apply to that op. Groups nest; only the outermost end
+ * runs them. */
+LOOM_API loom_result_t loom_group_start(void);
+LOOM_API loom_result_t loom_group_end(void);
 
 /* ------------------------------------------------------------------------ */
 /* Streams and events                                                        */

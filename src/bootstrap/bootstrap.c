@@ -319,8 +319,9 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                                    uint64_t *comm_id, char *err, size_t errlen)
 {
     double deadline = loom_now() + p->timeout;
-    int lfd = -1;
-    LOOM_CHECK(root_listen(p, &lfd, err, errlen));
+    int lfd = loom_boot_uid_take_listener(p->root_port);
+    if (lfd < 0)
+        LOOM_CHECK(root_listen(p, &lfd, err, errlen));
     loom_result_t res = LOOM_SUCCESS;
     int nconn = 0;
     int maxconn = p->nranks - 1 + BOOT_STRANGERS_MAX;

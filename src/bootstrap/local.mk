@@ -6,7 +6,8 @@ libloom_core_la_SOURCES += \
 	src/bootstrap/boot_io.c \
 	src/bootstrap/boot_wire.h \
 	src/bootstrap/boot_wire.c \
-	src/bootstrap/netaddr.c
+	src/bootstrap/netaddr.c \
+	src/bootstrap/uniqueid.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_bootstrap tests/unit/check_auth

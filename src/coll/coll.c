@@ -25,22 +25,6 @@ const char *loom_algo_name(enum loom_algo algo)
     return algo_names[algo];
 }
 
-static const char *const kind_names[LOOM_OP_KIND_COUNT] = {
-    [LOOM_OP_ALLREDUCE] = "allreduce",
-    [LOOM_OP_ALLGATHER] = "allgather",
-    [LOOM_OP_BROADCAST] = "broadcast",
-    [LOOM_OP_REDUCE_SCATTER] = "reduce_scatter",
-    [LOOM_OP_REDUCE] = "reduce",
-    [LOOM_OP_BARRIER] = "barrier",
-};
-
-const char *loom_op_kind_name(enum loom_op_kind kind)
-{
-    if ((unsigned)kind >= LOOM_OP_KIND_COUNT)
-        return "unknown";
-    return kind_names[kind];
-}
-
 /* Which algorithms serve which collective. */
 int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
 {
@@ -87,7 +71,8 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
             size_t klen = (size_t)(eq - p);
             int kind = -1;
             for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
-                if (strlen(kind_names[k]) == klen && strncasecmp(p, kind_names[k], klen) == 0)
+                if (strlen(loom_op_kind_name((enum loom_op_kind)k)) == klen &&
+                    strncasecmp(p, loom_op_kind_name((enum loom_op_kind)k), klen) == 0)
                     kind = k;
             enum loom_algo a = algo_by_name(eq + 1, len - klen - 1);
             /* "broadcast=ring": the pipelined chain along the ring */
@@ -100,7 +85,7 @@ int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
             }
             if (a == LOOM_ALGO_AUTO || !loom_algo_serves(a, (enum loom_op_kind)kind)) {
                 snprintf(err, errlen, "LOOM_ALGO: '%.*s' is not an algorithm for %s",
-                         (int)(len - klen - 1), eq + 1, kind_names[kind]);
+                         (int)(len - klen - 1), eq + 1, loom_op_kind_name((enum loom_op_kind)kind));
                 return -1;
             }
             out[kind] = a;

@@ -52,19 +52,6 @@ int loom_algo_serves(enum loom_algo algo, enum loom_op_kind kind);
 int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
                     char *err, size_t errlen);
 
-/* The call's fingerprint carried by every message: kind, dtype, op and
- * root packed (4+4+4+20 bits); with the sequence number and the count it
- * lets a receiver tell, and name, a peer that is in another call. */
-static inline uint32_t loom_op_desc(const struct loom_op *op)
-{
-    return (uint32_t)op->kind | ((uint32_t)op->dtype & 0xf) << 4 |
-           ((uint32_t)op->op & 0xf) << 8 | ((uint32_t)op->root & 0xfffff) << 12;
-}
-
-/* "allreduce(float32, 1024, sum) #17" from a fingerprint. */
-void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
-                    size_t len);
-
 /* ---- point-to-point helpers (p2p.c) ------------------------------------ */
 
 /* Waiting policy and timeout/abort checks while an algorithm waits. */

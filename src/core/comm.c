@@ -454,6 +454,41 @@ static int parse_int(const char *s, int *out)
     return 0;
 }
 
+/* A communicator whose rank 0 listens at host:port (tcp://, env://, unique
+ * id). what names the rendezvous in messages; hash must match on every rank
+ * (0 when nothing identifies the job). */
+static loom_result_t comm_init_root(const char *what, const char *host, int port,
+                                    int nranks, int rank, uint64_t hash,
+                                    loom_comm_t *out)
+{
+    struct loom_comm *comm = comm_alloc(rank, nranks);
+    if (!comm)
+        return LOOM_ERROR_NO_MEMORY;
+    comm->table_hash = hash;
+    loom_result_t res = LOOM_SUCCESS;
+    for (int r = 0; r < nranks && res == LOOM_SUCCESS; r++)
+        if (set_desc(comm, r, r == 0 ? "rank %d (root %s:%d)" : "rank %d", r, host, port) < 0)
+            res = LOOM_ERROR_NO_MEMORY;
+    if (res == LOOM_SUCCESS) {
+        char err[512] = "";
+        res = loom_net_local_addr(host, port, loom_config()->socket_ifname,
+                                  comm->local_addr, sizeof comm->local_addr, err,
+                                  sizeof err);
+        if (res < 0)
+            loom_set_thread_error("%s: %s", what, err);
+    }
+    if (res == LOOM_SUCCESS)
+        res = comm_setup(comm);
+    if (res == LOOM_SUCCESS)
+        res = comm_connect(comm, host, port);
+    if (res < 0) {
+        comm_free(comm);
+        return res;
+    }
+    *out = comm;
+    return LOOM_SUCCESS;
+}
+
 LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
                                           loom_comm_t *out)
 {
@@ -520,31 +555,47 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
                               nranks - 1, nranks);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    struct loom_comm *comm = comm_alloc(rank, nranks);
-    if (!comm)
-        return LOOM_ERROR_NO_MEMORY;
-    loom_result_t res = LOOM_SUCCESS;
-    for (int r = 0; r < nranks && res == LOOM_SUCCESS; r++)
-        if (set_desc(comm, r, r == 0 ? "rank %d (root %s:%d)" : "rank %d", r, host, port) < 0)
-            res = LOOM_ERROR_NO_MEMORY;
-    if (res == LOOM_SUCCESS) {
-        char err[512] = "";
-        res = loom_net_local_addr(host, port, loom_config()->socket_ifname,
-                                  comm->local_addr, sizeof comm->local_addr, err,
-                                  sizeof err);
-        if (res < 0)
-            loom_set_thread_error("%s: %s", url, err);
+    return comm_init_root(url, host, port, nranks, rank, 0, out);
+}
+
+LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id)
+{
+    if (!id) {
+        loom_set_thread_error("loom_get_unique_id: id must not be NULL");
+        return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    if (res == LOOM_SUCCESS)
-        res = comm_setup(comm);
-    if (res == LOOM_SUCCESS)
-        res = comm_connect(comm, host, port);
+    char err[512] = "";
+    loom_result_t res = loom_boot_uid_create((uint8_t *)id->internal, err, sizeof err);
+    if (res < 0)
+        loom_set_thread_error("loom_get_unique_id: %s", err);
+    return res;
+}
+
+LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *out, int nranks,
+                                           const loom_unique_id_t *id, int rank)
+{
+    if (!out || !id) {
+        loom_set_thread_error("loom_comm_init_rank: comm and id must not be NULL");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    *out = NULL;
+    char host[64], err[512] = "", what[128];
+    int port = 0;
+    uint64_t nonce = 0;
+    loom_result_t res = loom_boot_uid_parse((const uint8_t *)id->internal, host,
+                                            sizeof host, &port, &nonce, err, sizeof err);
     if (res < 0) {
-        comm_free(comm);
+        loom_set_thread_error("loom_comm_init_rank: %s", err);
         return res;
     }
-    *out = comm;
-    return LOOM_SUCCESS;
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        loom_set_thread_error("loom_comm_init_rank: rank %d is not in 0..%d (nranks %d)",
+                              rank, nranks - 1, nranks);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    snprintf(what, sizeof what, "unique id (root %s:%d)", host, port);
+    /* the nonce stands in for a table hash: ranks of another id are refused */
+    return comm_init_root(what, host, port, nranks, rank, nonce, out);
 }
 
 LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
@@ -627,6 +678,42 @@ LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size)
     if (!comm || !size)
         return LOOM_ERROR_INVALID_ARGUMENT;
     *size = comm->nranks;
+    return LOOM_SUCCESS;
+}
+
+/* This rank's index among the ranks of its server, and their number: by
+ * the rank table's server when there is one, else by host. */
+static void local_place(const struct loom_comm *comm, int *index, int *size)
+{
+    if (!comm->server_of) {
+        *index = comm->local_index;
+        *size = comm->local_size;
+        return;
+    }
+    *index = *size = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (comm->server_of[r] == comm->server_of[comm->rank]) {
+            if (r < comm->rank)
+                (*index)++;
+            (*size)++;
+        }
+}
+
+LOOM_API loom_result_t loom_comm_local_rank(loom_comm_t comm, int *local_rank)
+{
+    if (!comm || !local_rank)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    int size;
+    local_place(comm, local_rank, &size);
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_comm_local_size(loom_comm_t comm, int *local_size)
+{
+    if (!comm || !local_size)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    int index;
+    local_place(comm, &index, local_size);
     return LOOM_SUCCESS;
 }
 

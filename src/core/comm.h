@@ -6,41 +6,9 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "transport/transport.h"
+#include "op.h"
 #include "trace.h"
-
-enum loom_op_kind {
-    LOOM_OP_ALLREDUCE = 0,
-    LOOM_OP_ALLGATHER,
-    LOOM_OP_BROADCAST,
-    LOOM_OP_REDUCE_SCATTER,
-    LOOM_OP_REDUCE,
-    LOOM_OP_BARRIER,
-    LOOM_OP_KIND_COUNT
-};
-
-/* One collective call: the descriptor every entry point packs (one enqueue
- * path, validated once). */
-struct loom_op {
-    enum loom_op_kind kind;
-    const void *sendbuf;
-    void *recvbuf;
-    uint64_t count;         /* allreduce/bcast/reduce: count; allgather: sendcount;
-                               reduce_scatter: recvcount */
-    loom_dtype_t dtype;
-    loom_redop_t op;
-    int root;
-    uint64_t seq;           /* per communicator, from 1                      */
-    /* stream bookkeeping (stream == NULL: blocking caller) */
-    struct loom_stream *stream;
-    uint64_t ticket;
-    void *mark;
-    void *wait_handle;
-    /* completion for blocking callers */
-    volatile int done;
-    loom_result_t result;
-    struct loom_op *next;
-};
+#include "transport/transport.h"
 
 struct loom_comm {
     int rank;
@@ -127,6 +95,5 @@ loom_result_t loom_comm_start(struct loom_comm *comm);
 void *loom_comm_scratch(struct loom_comm *comm, size_t bytes);
 struct loom_tx_req *loom_comm_reqs(struct loom_comm *comm, size_t n);
 
-const char *loom_op_kind_name(enum loom_op_kind kind);
 
 #endif

@@ -32,6 +32,11 @@ struct loom_config {
     char job_key_file[256];       /* LOOM_JOB_KEY_FILE: file holding the key  */
     int spin_us;                  /* LOOM_SPIN_US: busy-poll before yielding (-1 auto) */
     int shm;                      /* LOOM_SHM: same-server ranks share memory (1) */
+    char address[16];             /* LOOM_ADDRESS: auto|device|host            */
+    char ofi_provider[128];       /* LOOM_OFI_PROVIDER: "" = best available    */
+    char ib_hca[128];             /* LOOM_IB_HCA: verbs device[:port] ("" auto) */
+    int ib_gid_index;             /* LOOM_IB_GID_INDEX (-1 = by device_ip)     */
+    int cuda_device;              /* LOOM_CUDA_DEVICE (-1 = the table's device_id) */
 };
 
 /* The configuration, read on first use (thread-safe); never NULL. */

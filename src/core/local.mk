@@ -2,6 +2,8 @@
 libloom_core_la_SOURCES += \
 	src/core/util.h \
 	src/core/comm.h \
+	src/core/op.h \
+	src/core/op.c \
 	src/core/config.h \
 	src/core/log.h \
 	src/core/result.c \

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll/coll.h"
 #include "comm.h"
 #include "config.h"
 #include "trace.h"

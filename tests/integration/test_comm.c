@@ -410,6 +410,58 @@ START_TEST(env_url)
 }
 END_TEST
 
+/* Unique-id rendezvous: rank 0 makes the id and hands it over (here a
+ * shared page, as a framework's store would); every rank joins with it and
+ * checks an allreduce, its local rank and size. An id with a bad magic is
+ * refused by name. */
+struct uid_share {
+    atomic_int ready;
+    loom_unique_id_t id;
+};
+
+static int rank_uid(int rank, int n, void *arg)
+{
+    struct uid_share *sh = arg;
+    if (rank == 0) {
+        if (loom_get_unique_id(&sh->id) != LOOM_SUCCESS)
+            return 10;
+        atomic_store(&sh->ready, 1);
+    } else {
+        double until = harness_now() + 20;
+        while (!atomic_load(&sh->ready) && harness_now() < until)
+            usleep(1000);
+    }
+    loom_comm_t c = NULL;
+    if (loom_comm_init_rank(&c, n, &sh->id, rank) != LOOM_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", rank, loom_get_error_string(NULL));
+        return 11;
+    }
+    int x = rank + 1, lr = -1, ls = -1;
+    if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, c, NULL) || x != n * (n + 1) / 2)
+        return 12;
+    if (loom_comm_local_rank(c, &lr) || loom_comm_local_size(c, &ls) || lr != rank ||
+        ls != n)
+        return 13;
+    loom_comm_destroy(c);
+    loom_unique_id_t bad;
+    memset(&bad, 0x5a, sizeof bad);
+    if (loom_comm_init_rank(&c, n, &bad, rank) != LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(NULL), "unique id"))
+        return 14;
+    return 0;
+}
+
+START_TEST(unique_id)
+{
+    struct uid_share *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    atomic_init(&sh->ready, 0);
+    RUN(3, rank_uid, sh, 30);
+    munmap(sh, sizeof *sh);
+}
+END_TEST
+
 /* Argument errors are reported, not sticky. */
 static int rank_args(int rank, int n, void *arg)
 {
@@ -621,6 +673,7 @@ int main(void)
     tcase_add_test(tc, init_errors);
     tcase_add_test(tc, missing_rank_named);
     tcase_add_test(tc, env_url);
+    tcase_add_test(tc, unique_id);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
     tcase_add_test(tc, death_between_calls_noticed);

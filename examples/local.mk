@@ -1,0 +1,1 @@
+# examples/local.mk: examples that are tests (issue 19).
