@@ -86,12 +86,9 @@ loom_result_t loom_oob_view(struct loom_oob *parent, const int *ranks, int n,
  * view. Messages not yet delivered are given up to a second to go. */
 void loom_oob_close(struct loom_oob *oob);
 /* Any thread: every wait on this job (loom_oob_recv, bootstrap) returns
- * LOOM_ERROR_ABORTED. */
+ * LOOM_ERROR_ABORTED; the views' notify functions are called. */
 void loom_oob_abort(struct loom_oob *oob);
 int loom_oob_aborted(const struct loom_oob *oob);
-/* The fd that is readable once loom_oob_abort was called (for bootstrap's
- * own polls). */
-int loom_oob_abort_fd(const struct loom_oob *oob);
 /* Bytes this rank's service has sent and received, for scale reports. */
 void loom_oob_counters(const struct loom_oob *oob, uint64_t *sent, uint64_t *received);
 

@@ -89,6 +89,7 @@ static void comm_free(struct loom_comm *comm)
     loom_shm_destroy(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
+    loom_p2p_env_free(comm);
     if (comm->oob)
         loom_oob_close(comm->oob);
     free(comm->peer_used);
@@ -241,6 +242,8 @@ static loom_result_t comm_topology(struct loom_comm *comm)
 static loom_result_t comm_finish(struct loom_comm *comm)
 {
     LOOM_CHECK(comm_topology(comm));
+    /* a stalled peer may ask which call this rank is in (coll/p2p.c) */
+    loom_oob_set_handler(comm->oob, LOOM_OOB_TAG_CALL, loom_trace_answer, comm);
     LOOM_CHECK(loom_comm_start(comm));
     loom_trace_register(comm);
     return LOOM_SUCCESS;

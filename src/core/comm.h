@@ -10,6 +10,8 @@
 #include "trace.h"
 #include "transport/transport.h"
 
+struct loom_env;
+
 struct loom_comm {
     int rank;
     int nranks;
@@ -68,6 +70,9 @@ struct loom_comm {
     size_t scratch_size;
     struct loom_tx_req *reqs;
     size_t nreqs;
+    /* envelopes: the call's fingerprint sent ahead of each message when the
+     * transport does not check fingerprints itself (coll/p2p.c) */
+    struct loom_env *env_busy, *env_free;
 
     int split_count;              /* for unique ids of children              */
 
