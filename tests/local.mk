@@ -37,3 +37,4 @@ tests_integration_test_scale_SOURCES = tests/integration/test_scale.c \
 	tests/integration/harness.h
 tests_integration_test_scale_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_scale
+EXTRA_DIST += tests/static/static_link.sh tests/static/hello_static.c
