@@ -49,3 +49,11 @@ perf/loom-perf-plot: $(srcdir)/perf/plot
 TESTS += tests/integration/test_perf.sh
 EXTRA_DIST += tests/integration/test_perf.sh
 EXTRA_DIST += docs/perf.md
+
+# Growth with the number of ranks (docs/scale.md): one rank of a measurement
+# (public API only, so the same source measures an older build too), the
+# driver that runs it for N = 8..512, and the model that extrapolates.
+noinst_PROGRAMS += perf/scale_probe
+perf_scale_probe_SOURCES = perf/scale_probe.c
+perf_scale_probe_LDADD = libloom.la
+EXTRA_DIST += perf/scale-growth perf/scale-model

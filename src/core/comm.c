@@ -244,6 +244,8 @@ static loom_result_t comm_finish(struct loom_comm *comm)
     LOOM_CHECK(comm_topology(comm));
     /* a stalled peer may ask which call this rank is in (coll/p2p.c) */
     loom_oob_set_handler(comm->oob, LOOM_OOB_TAG_CALL, loom_trace_answer, comm);
+    if (!comm->shm) /* one server in shared memory needs no network */
+        loom_coll_warm(comm);
     LOOM_CHECK(loom_comm_start(comm));
     loom_trace_register(comm);
     return LOOM_SUCCESS;
@@ -339,7 +341,8 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
                               comm->rank, err);
         return res;
     }
-    loom_put_le64(entry + LOOM_NET_WIRE_ADDR_LEN, host_hash());
+    loom_put_le64(entry + LOOM_OOB_ENTRY_HOST, host_hash());
+    loom_put_le32(entry + LOOM_OOB_ENTRY_FLAGS, cfg->shm ? LOOM_OOB_FLAG_SHM : 0);
     struct loom_boot_params bp = {
         .struct_size = sizeof bp,
         .rank = comm->rank,
