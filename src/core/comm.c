@@ -16,6 +16,7 @@
 #include "coll/coll.h"
 #include "comm.h"
 #include "config.h"
+#include "launch.h"
 #include "shm/shm.h"
 #include "util.h"
 
@@ -508,14 +509,6 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
             return LOOM_ERROR_INVALID_ARGUMENT;
         }
         snprintf(host, sizeof host, "%s", a);
-        if (nranks < 0 && parse_int(getenv("WORLD_SIZE"), &nranks) < 0) {
-            loom_set_thread_error("env://: WORLD_SIZE is not set to a number");
-            return LOOM_ERROR_INVALID_ARGUMENT;
-        }
-        if (rank < 0 && parse_int(getenv("RANK"), &rank) < 0) {
-            loom_set_thread_error("env://: RANK is not set to a number");
-            return LOOM_ERROR_INVALID_ARGUMENT;
-        }
     } else if (strncmp(url, "tcp://", 6) == 0) {
         const char *h = url + 6, *colon;
         size_t hl;
@@ -549,6 +542,30 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
     if (port < 1 || port > 65535) {
         loom_set_thread_error("%s: port %d is not in 1..65535", url, port);
         return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (nranks < 0 || rank < 0) {
+        /* -1: what the launcher says (launch.h: RANK and WORLD_SIZE,
+         * OMPI_COMM_WORLD_RANK and _SIZE, ...) */
+        struct loom_launch l;
+        char err[256];
+        if (loom_launch_read(&l, err, sizeof err) < 0) {
+            loom_set_thread_error("%s: %s", url, err);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (rank < 0 && l.rank < 0) {
+            loom_set_thread_error("%s: rank -1 and no launcher gives one: set RANK "
+                                  "and WORLD_SIZE (or %s)", url, loom_launch_rank_vars);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (nranks < 0 && l.nranks < 0) {
+            loom_set_thread_error("%s: nranks -1 and %s gives rank %d but %s is not set",
+                                  url, l.rank_var, l.rank, l.size_var);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (rank < 0)
+            rank = l.rank;
+        if (nranks < 0)
+            nranks = l.nranks;
     }
     if (nranks < 1 || rank < 0 || rank >= nranks) {
         loom_set_thread_error("%s: rank %d is not in 0..%d (nranks %d)", url, rank,
@@ -607,28 +624,30 @@ LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
     if (!path || !*path)
         path = getenv("RANK_TABLE_FILE");
     if (!path || !*path) {
+        /* no table: a torchrun-style rendezvous when one is given */
+        const char *a = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
+        if (a && *a && p && *p)
+            return loom_comm_init_url("env://", -1, -1, out);
         loom_set_thread_error("loom_comm_init_env: set LOOM_RANK_TABLE (or "
-                              "RANK_TABLE_FILE) to the rank table's path");
+                              "RANK_TABLE_FILE) to the rank table's path, or "
+                              "MASTER_ADDR and MASTER_PORT to rank 0's address "
+                              "(env://, with RANK and WORLD_SIZE)");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    static const char *const vars[] = {"LOOM_RANK", "RANK_ID", "RANK",
-                                       "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                       "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (!v || !*v)
-            continue;
-        int rank;
-        if (parse_int(v, &rank) < 0) {
-            loom_set_thread_error("loom_comm_init_env: %s=%s is not a rank number",
-                                  vars[i], v);
-            return LOOM_ERROR_INVALID_ARGUMENT;
-        }
-        return loom_comm_init_ranktable(path, rank, out);
+    int rank = -1;
+    const char *var = NULL;
+    char err[256];
+    int rc = loom_launch_rank(&rank, &var, err, sizeof err);
+    if (rc < 0) {
+        loom_set_thread_error("loom_comm_init_env: %s", err);
+        return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    loom_set_thread_error("loom_comm_init_env: no rank given: set LOOM_RANK (or "
-                          "RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
-    return LOOM_ERROR_INVALID_ARGUMENT;
+    if (rc > 0) {
+        loom_set_thread_error("loom_comm_init_env: no rank given: set %s",
+                              loom_launch_rank_vars);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    return loom_comm_init_ranktable(path, rank, out);
 }
 
 LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
