@@ -154,14 +154,15 @@ grep -q '^1024,256,float,none,1,[0-9.]*,[0-9.]*,[0-9.]*,N/A,[0-9.]*,[0-9.]*,[0-9
 grep -q '^ *1024 ' "$work/csv" && fail "-F -: the table was printed too"
 [ "$failures" -eq "$f0" ] && pass "CSV on stdout, -c 0, -r 1"
 
-# 5. Errors: no rank table; a bad option; a root beyond the ranks.
+# 5. Errors: a rank without its size; a bad option; a root beyond the ranks.
+#    (Joining without a rank table: test_launch.sh.)
 f0=$failures
-(unset LOOM_RANK_TABLE RANK_TABLE_FILE; $BOUND "$builddir/perf/all_reduce_perf" -b 8 -e 8 \
-    >"$work/nt.out" 2>"$work/nt.err")
+(unset LOOM_RANK_TABLE RANK_TABLE_FILE LOOM_RANK WORLD_SIZE; RANK=0 $BOUND \
+    "$builddir/perf/all_reduce_perf" -b 8 -e 8 >"$work/nt.out" 2>"$work/nt.err")
 rc=$?
-[ "$rc" -eq 2 ] || fail "no rank table: exit $rc, want 2"
-grep -q 'no rank table: give --ranktable FILE or set LOOM_RANK_TABLE' "$work/nt.err" \
-    || fail "no rank table: message: $(cat "$work/nt.err")"
+[ "$rc" -eq 2 ] || fail "RANK without WORLD_SIZE: exit $rc, want 2"
+grep -qx 'all_reduce_perf: RANK gives rank 0 but WORLD_SIZE is not set' "$work/nt.err" \
+    || fail "RANK without WORLD_SIZE: message: $(cat "$work/nt.err")"
 "$builddir/perf/all_reduce_perf" -d complex >/dev/null 2>"$work/bad.err"
 rc=$?
 [ "$rc" -eq 2 ] || fail "-d complex: exit $rc, want 2"
