@@ -20,14 +20,14 @@
 #include "shm/shm.h"
 #include "util.h"
 
-void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
-                         const char *fmt, ...)
+/* The error goes back to the caller, who reports it: logged at INFO, so
+ * that it shows once on stderr (the program's line) and still takes its
+ * place among the other lines of a LOOM_DEBUG=INFO log. */
+static void comm_set_error_v(struct loom_comm *comm, unsigned subsys, loom_result_t res,
+                             const char *fmt, va_list ap)
 {
     char msg[sizeof comm->errmsg];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     pthread_mutex_lock(&comm->lock);
     int first = comm->error == LOOM_SUCCESS;
     if (first) {
@@ -36,7 +36,25 @@ void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
     }
     pthread_mutex_unlock(&comm->lock);
     if (first)
-        LOOM_WARN(LOOM_SUB_INIT, "%s", msg);
+        LOOM_INFO(subsys, "%s", msg);
+}
+
+void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
+                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    comm_set_error_v(comm, LOOM_SUB_COLL, res, fmt, ap);
+    va_end(ap);
+}
+
+void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
+                             loom_result_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    comm_set_error_v(comm, subsys, res, fmt, ap);
+    va_end(ap);
 }
 
 loom_result_t loom_comm_error(struct loom_comm *comm)
@@ -655,8 +673,8 @@ LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
     if (!comm)
         return LOOM_ERROR_INVALID_ARGUMENT;
     __atomic_store_n(&comm->aborted, 1, __ATOMIC_RELEASE);
-    loom_comm_set_error(comm, LOOM_ERROR_ABORTED, "rank %d: aborted by loom_comm_abort",
-                        comm->rank);
+    loom_comm_set_error_sub(comm, LOOM_SUB_INIT, LOOM_ERROR_ABORTED,
+                            "rank %d: aborted by loom_comm_abort", comm->rank);
     uint64_t one = 1;
     if (write(comm->wake_fd, &one, sizeof one) < 0) {
         /* the counter is saturated only after 2^64 aborts: nothing to do */
@@ -847,7 +865,8 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
         if (nm > 1) {
             res = comm->tx->ops->connect_all(comm->tx, member_eps, LOOM_EP_MAX);
             if (res < 0) {
-                loom_comm_set_error(parent, res, "loom_comm_split: %s", comm->tx->errmsg);
+                loom_comm_set_error_sub(parent, LOOM_SUB_INIT, res, "loom_comm_split: %s",
+                                        comm->tx->errmsg);
                 goto out;
             }
         }
