@@ -740,8 +740,8 @@ loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
     else
         res = peer_exchange(p, key, my_ep, ep_len, all_eps, ep_stride, comm_id,
                             err, errlen);
-    if (res < 0)
-        LOOM_WARN(LOOM_SUB_BOOT, "%s", err);
+    if (res < 0) /* the caller gets err and reports it */
+        LOOM_INFO(LOOM_SUB_BOOT, "%s", err);
     loom_auth_key_clear(&own);
     return res;
 }

@@ -57,7 +57,7 @@ loom_result_t loom_tx_open(const struct loom_transport *ops,
     }
     loom_result_t res = ops->init(tx, ep, ep_len);
     if (res < 0) {
-        LOOM_WARN(LOOM_SUB_NET, "%s transport init failed: %s", ops->name,
+        LOOM_INFO(LOOM_SUB_NET, "%s transport init failed: %s", ops->name,
                   tx->errmsg[0] ? tx->errmsg : loom_result_string(res));
         loom_set_thread_error("%s", tx->errmsg[0] ? tx->errmsg
                                                   : loom_result_string(res));
