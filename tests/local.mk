@@ -29,3 +29,12 @@ if HAVE_CHECK
 TESTS += tests/integration/test_tcp_path.sh
 EXTRA_DIST += tests/integration/test_tcp_path.sh
 endif
+
+# Launchers: loom-run with env:// programs, torchrun-style and srun-style
+# variables by hand, mpirun (where Open MPI is installed); the perf tools
+# without a rank table; each failure shown once.
+check_PROGRAMS += tests/integration/launch_join
+tests_integration_launch_join_SOURCES = tests/integration/launch_join.c
+tests_integration_launch_join_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_launch.sh
+EXTRA_DIST += tests/integration/test_launch.sh
