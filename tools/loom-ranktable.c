@@ -51,7 +51,7 @@ static const char usage_text[] =
     "      several servers need --devices 1 (the server IP is the device IP).\n"
     "      Version 1.2 adds a super_pod_list holding every server.\n"
     "  help\n"
-    "      Print this text (also -h, --help).\n"
+    "      Print this text (also -h, --help); --version (-V): the version.\n"
     "\n"
     "Exit status: 0 valid (probe: every pair reachable), 1 invalid or\n"
     "unreadable (probe: a pair unreachable), 2 bad command line.\n"
@@ -515,6 +515,12 @@ static int cmd_help(int argc, char **argv)
     return 0;
 }
 
+static int cmd_version(int argc, char **argv)
+{
+    printf("loom-ranktable (Loom) %s\n", PACKAGE_VERSION);
+    return 0;
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv); /* argv[0] is the command's name */
@@ -525,6 +531,8 @@ static const struct command {
     {"help", cmd_help},
     {"--help", cmd_help},
     {"-h", cmd_help},
+    {"--version", cmd_version},
+    {"-V", cmd_version},
 };
 
 int main(int argc, char **argv)
