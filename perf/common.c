@@ -656,6 +656,7 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
         struct loom_op op = {.kind = st->coll->kind, .count = c->op_count,
                              .dtype = c->dtype, .op = c->op};
         enum loom_algo a = loom_coll_select((const struct loom_comm *)st->comm, &op);
+        const struct loom_comm *ic = (const struct loom_comm *)st->comm;
         fprintf(st->json,
                 "{\"collective\":\"%s\",\"nranks\":%d,\"algorithm\":\"%s\","
                 "\"size\":%zu,\"count\":%llu,\"type\":\"%s\",\"redop\":\"%s\","
@@ -672,7 +673,8 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
             else
                 fprintf(st->json, ",\"%s_wrong\":null", pre[v]);
         }
-        fprintf(st->json, "}\n");
+        fprintf(st->json, ",\"library\":\"Loom %s\",\"transport\":\"%s\"}\n",
+                PACKAGE_VERSION, ic->tx ? ic->tx->ops->name : loom_config()->transport);
         fflush(st->json);
     }
 }

@@ -40,12 +40,14 @@ perf/reduce_perf: perf/loom-reduce_perf$(EXEEXT)
 # interleaved per cell (python3; not installed, not run by make check).
 EXTRA_DIST += perf/compare-peers
 
-# perf/plot: busbw-vs-size charts of result files (sh, awk, gnuplot);
-# installed as loom-perf-plot.
+# perf/plot: busbw and time against size for result files (sh, awk,
+# gnuplot); installed as loom-perf-plot, with the version filled in.
 EXTRA_DIST += perf/plot
 bin_SCRIPTS = perf/loom-perf-plot
-perf/loom-perf-plot: $(srcdir)/perf/plot
-	$(AM_V_GEN)$(MKDIR_P) perf && cp $(srcdir)/perf/plot $@ && chmod +x $@
+perf/loom-perf-plot: $(srcdir)/perf/plot Makefile
+	$(AM_V_GEN)$(MKDIR_P) perf && \
+	sed 's/[@]PACKAGE_VERSION[@]/$(PACKAGE_VERSION)/' $(srcdir)/perf/plot >$@.tmp && \
+	chmod +x $@.tmp && mv -f $@.tmp $@
 
 TESTS += tests/integration/test_perf.sh
 EXTRA_DIST += tests/integration/test_perf.sh
