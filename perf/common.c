@@ -365,6 +365,8 @@ static int perf_init(struct perf_state *st)
         if (st->rank == 0)
             fprintf(stderr, "%s: -r %d: there are only %d ranks\n", st->prog, o->root,
                     st->nranks);
+        else
+            perf_quiet_wait();
         return -1;
     }
     if (!o->blocking) {
@@ -730,6 +732,8 @@ int perf_main(const struct perf_coll *coll, int argc, char **argv)
         st.prog = slash + 1;
     st.speaks = perf_speaks();
     int pr = perf_parse_args(&st, argc, argv);
+    if (pr < 0 && !st.speaks)
+        perf_quiet_wait();
     if (pr != 0)
         return pr > 0 ? 0 : 2;
     const char *corrupt = getenv("LOOM_PERF_CORRUPT");

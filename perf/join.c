@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loom.h"
 #include "launch.h"
@@ -30,6 +31,11 @@ int perf_speaks(void)
     return loom_launch_rank(&rank, NULL, err, sizeof err) != 0 || rank == 0;
 }
 
+void perf_quiet_wait(void)
+{
+    sleep(PERF_QUIET_WAIT_S);
+}
+
 int perf_join(const char *prog, const char *url, loom_comm_t *comm, char *how,
               size_t howlen)
 {
@@ -38,6 +44,8 @@ int perf_join(const char *prog, const char *url, loom_comm_t *comm, char *how,
     if (loom_launch_read(&l, err, sizeof err) < 0) {
         if (perf_speaks())
             fprintf(stderr, "%s: %s\n", prog, err);
+        else
+            perf_quiet_wait();
         return -1;
     }
     const char *table = join_env("LOOM_RANK_TABLE");
@@ -67,6 +75,8 @@ int perf_join(const char *prog, const char *url, loom_comm_t *comm, char *how,
         if (perf_speaks())
             fprintf(stderr, "%s: %s gives rank %d but %s is not set\n", prog,
                     l.rank_var, l.rank, l.size_var);
+        else
+            perf_quiet_wait();
         return -1;
     } else if (l.one_host && l.job_id[0]) {
         char u[64];
@@ -85,12 +95,16 @@ int perf_join(const char *prog, const char *url, loom_comm_t *comm, char *how,
                                  "from"
                                : "on more than one host (or the launcher does not "
                                  "say) and no address to meet at");
+        else
+            perf_quiet_wait();
         return -1;
     }
     if (res != LOOM_SUCCESS) {
         if (l.rank <= 0 || res != LOOM_ERROR_INVALID_ARGUMENT)
             fprintf(stderr, "%s: joining the group %s failed: %s\n", prog, where,
                     loom_get_error_string(NULL));
+        else
+            perf_quiet_wait();
         return -1;
     }
     return 0;

@@ -18,4 +18,11 @@ int perf_join(const char *prog, const char *url, loom_comm_t *comm, char *how,
  * its launcher's variables, or a process no launcher started. */
 int perf_speaks(void);
 
+/* A rank that kept quiet about an error every rank has (rank 0 says it)
+ * waits this long before it exits: launchers end the job at the first
+ * exit that fails (mpirun, loom-run), which must not come before rank 0
+ * has printed its line. */
+#define PERF_QUIET_WAIT_S 2
+void perf_quiet_wait(void);
+
 #endif
