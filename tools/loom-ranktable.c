@@ -2,7 +2,9 @@
  *
  *   loom-ranktable check FILE [--rank N] [--json]
  *   loom-ranktable probe [FILE] [--rank N] [--json] [--timeout S]
- *                  [--size BYTES] [--iters N]      (one process per rank)
+ *                  [--size BYTES] [--iters N] [--plot FILE.png]
+ *                                                  (one process per rank)
+ *   loom-ranktable probe --from-json SAVED.json [--json] [--plot FILE.png]
  *   loom-ranktable generate --servers IP[,IP...] --devices N
  *                  [--device-ips IP,...] [--version 1.0|1.2] [-o FILE]
  *
@@ -38,11 +40,15 @@ static const char usage_text[] =
     "      path. --rank N also requires rank N to exist and shows only its\n"
     "      endpoint. --json prints one JSON object instead.\n"
     "  probe [FILE] [--rank N] [--json] [--timeout S] [--size BYTES]\n"
-    "        [--iters N]\n"
+    "        [--iters N] [--plot FILE.png]\n"
+    "  probe --from-json SAVED.json [--json] [--plot FILE.png]\n"
     "      Live check, one process per rank (loom-run, mpirun, srun, or by\n"
-    "      hand with --rank): every pair connects and measures latency and\n"
-    "      bandwidth; rank 0 prints both matrices, unreachable pairs and slow\n"
-    "      links, and exits 1 when a pair is unreachable (docs/probe.md).\n"
+    "      hand with --rank), on the table's own ports: every pair connects\n"
+    "      both ways and measures latency and bandwidth; rank 0 prints both\n"
+    "      matrices, a summary per server, hosts cut off, unreachable links\n"
+    "      and slow links, and exits 1 when a link is unreachable or a rank\n"
+    "      did not join; --plot draws the bandwidth heat map; --from-json\n"
+    "      reports a saved run (docs/probe.md).\n"
     "  generate --servers IP[,IP...] --devices N [--device-ips IP,...]\n"
     "           [--version 1.0|1.2] [-o FILE]\n"
     "      Write a valid table (to stdout, or FILE) with N devices on each\n"
