@@ -1,14 +1,17 @@
 /* scale_probe.c - one rank of a growth measurement (perf/scale-growth): joins
  * through tcp:// (public API only, so the same source measures any build of
  * Loom), then prints one line of what it cost this rank:
- *   rank N init_s S wchar B rchar B fds F socks K rss_kb R first_us U steady_us V
- * init_s: loom_comm_init_url; wchar/rchar: bytes this process wrote/read by
- * system call during init (/proc/self/io: for rank 0, its bootstrap bytes);
+ *   rank N init_s S sent B received B fds F socks K rss_kb R first_us U steady_us V
+ * init_s: loom_comm_init_url; sent/received: bytes this process moved
+ * through sockets during init (counted by perf/scale_bytes.c when preloaded:
+ * for rank 0, its bootstrap bytes);
  * fds, socks: its open descriptors (and sockets) after the allreduces;
  * rss_kb: VmRSS then; first_us: the first 8-byte allreduce; steady_us: the
  * median of 50 more.
  *   usage: scale_probe PORT NRANKS RANK */
+#define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,17 +28,17 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static long long io_field(const char *name)
+/* Bytes this process moved through sockets so far: from perf/scale_bytes.c
+ * when it is preloaded (perf/scale-growth does), else 0. */
+static void socket_bytes(unsigned long long *sent, unsigned long long *received)
 {
-    FILE *f = fopen("/proc/self/io", "r");
-    char line[128];
-    long long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, name, strlen(name)) == 0)
-            v = atoll(line + strlen(name) + 1);
-    if (f)
-        fclose(f);
-    return v;
+    void (*fn)(uint64_t *, uint64_t *) =
+        (void (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "loom_scale_bytes");
+    uint64_t s = 0, r = 0;
+    if (fn)
+        fn(&s, &r);
+    *sent = s;
+    *received = r;
 }
 
 static long rss_kb(void)
@@ -87,7 +90,8 @@ int main(int argc, char **argv)
     int port = atoi(argv[1]), n = atoi(argv[2]), rank = atoi(argv[3]);
     char url[64];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    long long w0 = io_field("wchar"), r0 = io_field("rchar");
+    unsigned long long w0, r0, w1, r1;
+    socket_bytes(&w0, &r0);
     double t0 = now();
     loom_comm_t comm;
     if (loom_comm_init_url(url, n, rank, &comm) != LOOM_SUCCESS) {
@@ -95,7 +99,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double t_init = now() - t0;
-    long long w1 = io_field("wchar"), r1 = io_field("rchar");
+    socket_bytes(&w1, &r1);
     int64_t x = rank;
     t0 = now();
     if (loom_allreduce(&x, &x, 1, LOOM_INT64, LOOM_SUM, comm, NULL) ||
@@ -115,7 +119,7 @@ int main(int argc, char **argv)
     int all, socks;
     fds(&all, &socks);
     long rss = rss_kb();
-    printf("rank %d init_s %.4f wchar %lld rchar %lld fds %d socks %d rss_kb %ld "
+    printf("rank %d init_s %.4f sent %llu received %llu fds %d socks %d rss_kb %ld "
            "first_us %.1f steady_us %.1f\n",
            rank, t_init, w1 - w0, r1 - r0, all, socks, rss, first * 1e6, steady[25] * 1e6);
     fflush(stdout);
