@@ -204,6 +204,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t comm, int color, int key,
 LOOM_API loom_result_t loom_comm_local_rank(loom_comm_t comm, int *local_rank);
 LOOM_API loom_result_t loom_comm_local_size(loom_comm_t comm, int *local_size);
 
+/* The accelerator device this rank drives (for stream adapters such as
+ * libloom_cuda): LOOM_CUDA_DEVICE when set (>= 0), else the rank table's
+ * device_id of this rank, else (tcp://, env://, unique-id communicators)
+ * its local rank. A communicator from loom_comm_split keeps its parent's. */
+LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device);
+
 /* Rendezvous through an id that a framework passes around itself (as
  * NCCL's ncclGetUniqueId + ncclCommInitRank; torch puts it in its store).
  * loom_get_unique_id, on one process (usually rank 0's), picks this host's

@@ -115,6 +115,7 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
     comm->nranks = nranks;
     comm->wake_fd = -1;
     comm->blame = -1;
+    comm->device_id = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
@@ -424,6 +425,7 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
     }
     if (res == LOOM_SUCCESS) {
         snprintf(comm->local_addr, sizeof comm->local_addr, "%s", me.address);
+        comm->device_id = me.device_id;
         res = comm_setup(comm);
     }
     char root_host[64];
@@ -794,6 +796,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
                 if (members[i].rank == parent->ring[p])
                     comm->ring[k++] = i;
         memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
+        /* the parent's device: its table's device_id, else its local rank */
+        comm->device_id = parent->device_id;
+        if (comm->device_id < 0) {
+            int psize;
+            local_place(parent, &comm->device_id, &psize);
+        }
         uint64_t h = parent->comm_id;
         h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
                        sizeof parent->split_count);
