@@ -4,6 +4,7 @@ libloom_core_la_SOURCES += \
 	src/stream/stream.c \
 	src/stream/stage.c \
 	src/stream/device.c
+EXTRA_DIST += docs/streams.md
 
 if HAVE_CHECK
 check_PROGRAMS += tests/integration/test_stage
