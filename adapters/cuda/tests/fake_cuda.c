@@ -49,6 +49,8 @@ struct CUstream_st {
 struct CUevent_st {
     uint64_t recorded;  /* records enqueued (under the lock)            */
     uint64_t done;      /* records run (atomic)                         */
+    int destroyed;      /* freed once its last record has run           */
+    struct CUevent_st *prev, *next; /* every live event (fk.events)     */
 };
 
 struct CUmod_st {
@@ -85,6 +87,7 @@ static struct {
     int started;
     struct CUctx_st ctx[FK_MAX_DEVICES];
     struct CUstream_st *streams;
+    struct CUevent_st *events;
     CUresult sticky;
     struct devmem dev;
     char *managed;
@@ -239,6 +242,18 @@ struct fake_cuda_stats fake_cuda_stats(void)
 
 /* ---- the GPU thread ---------------------------------------------------------- */
 
+/* Unlink and free ev (the lock held). */
+static void event_free(struct CUevent_st *ev)
+{
+    if (ev->prev)
+        ev->prev->next = ev->next;
+    else
+        fk.events = ev->next;
+    if (ev->next)
+        ev->next->prev = ev->prev;
+    free(ev);
+}
+
 static int cmd_ready(struct fcmd *c)
 {
     switch (c->kind) {
@@ -285,7 +300,14 @@ static void cmd_run(struct fcmd *c)
         }
         break;
     }
-    case F_RECORD: __atomic_store_n(&c->ev->done, c->gen, __ATOMIC_RELEASE); break;
+    case F_RECORD:
+        /* under the lock: cuEventDestroy decides by done whether to free */
+        pthread_mutex_lock(&fk.lock);
+        __atomic_store_n(&c->ev->done, c->gen, __ATOMIC_RELEASE);
+        if (c->ev->destroyed && c->gen >= c->ev->recorded)
+            event_free(c->ev);
+        pthread_mutex_unlock(&fk.lock);
+        break;
     case F_KERNEL: c->fn(c->arg); break;
     default: break;
     }
@@ -595,18 +617,28 @@ static CUresult f_event_create(CUevent *ev, unsigned int flags)
     if (sticky())
         return sticky();
     *ev = calloc(1, sizeof **ev);
-    return *ev ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!*ev)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fk.lock);
+    (*ev)->next = fk.events;
+    if (fk.events)
+        fk.events->prev = *ev;
+    fk.events = *ev;
+    pthread_mutex_unlock(&fk.lock);
+    return CUDA_SUCCESS;
 }
 
 static CUresult f_event_destroy(CUevent ev)
 {
     ENTER(E_EVENT_DESTROY);
-    /* one still recorded on a stream is kept (tests are short) */
+    /* as CUDA: one still recorded on a stream goes when that record ran
+     * (F_RECORD frees it); an event whose destroy failed stays listed */
     pthread_mutex_lock(&fk.lock);
-    int idle = __atomic_load_n(&ev->done, __ATOMIC_ACQUIRE) >= ev->recorded;
+    if (__atomic_load_n(&ev->done, __ATOMIC_ACQUIRE) >= ev->recorded)
+        event_free(ev);
+    else
+        ev->destroyed = 1;
     pthread_mutex_unlock(&fk.lock);
-    if (idle)
-        free(ev);
     return CUDA_SUCCESS;
 }
 
