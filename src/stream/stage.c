@@ -107,10 +107,8 @@ loom_result_t loom_stage_plan(struct loom_stream *s, const struct loom_comm *com
     /* any device buffer the call passes, also one whose content does not
      * matter on this rank (reduce's recvbuf at a non-root): every rank
      * that passes the same kinds of memory must cut the call the same way */
-    unsigned dev = 0;
-    if (is_dev(s, op->sendbuf))
-        dev |= 1;
-    if (is_dev(s, op->recvbuf))
+    unsigned dev = is_dev(s, op->sendbuf) ? 1 : 0;
+    if (op->recvbuf == op->sendbuf ? dev != 0 : is_dev(s, op->recvbuf)) /* in place: asked once */
         dev |= 2;
     if (!dev)
         return LOOM_SUCCESS;
