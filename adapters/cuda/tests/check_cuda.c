@@ -436,6 +436,8 @@ static void inject_all(loom_cuda_sync_t want)
                 ck_assert_msg(right, "%s #%u failed: no error, wrong results", name, nth[k]);
         }
     }
+    fprintf(stderr, "error injection (%s): %d runs, each with one failing driver call\n",
+            want == LOOM_CUDA_SYNC_EVENTS ? "events" : "memops", tried);
     ck_assert_int_gt(tried, 20);
 }
 
