@@ -137,6 +137,7 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
     comm->rank = rank;
     comm->nranks = nranks;
     comm->blame = -1;
+    comm->device_id = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
@@ -487,6 +488,7 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
     }
     if (res == LOOM_SUCCESS) {
         snprintf(comm->local_addr, sizeof comm->local_addr, "%s", me.address);
+        comm->device_id = me.device_id;
         res = comm_setup(comm);
     }
     char root_host[64];
@@ -887,6 +889,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
             if (members[i].rank == parent->ring[p])
                 comm->ring[k++] = i;
     memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
+    /* the parent's device: its table's device_id, else its local rank */
+    comm->device_id = parent->device_id;
+    if (comm->device_id < 0) {
+        int psize;
+        local_place(parent, &comm->device_id, &psize);
+    }
     uint64_t h = parent->comm_id;
     h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
                    sizeof parent->split_count);
