@@ -14,7 +14,7 @@
 #include "loom.h"
 #include "util.h"
 #include "config.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "coll/coll.h"
 #include "common.h"
 #include "join.h"

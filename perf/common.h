@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 /* One row of the sweep, as the driver hands it to the collective's hooks. */
 struct perf_case {

@@ -2,7 +2,10 @@
  * through tcp:// (public API only, so the same source measures any build of
  * Loom), then prints one line of what it cost this rank:
  *   rank N init_s S sent B received B fds F socks K rss_kb R first_us U steady_us V
- * init_s: loom_comm_init_url; sent/received: bytes this process moved
+ * init_s: loom_comm_init_url; t_start, t_end: when it began and ended
+ * (wall clock: the driver takes the last rank's arrival to the last rank's
+ * readiness, which does not count how long the launcher took to start the
+ * processes); sent/received: bytes this process moved
  * through sockets during init (counted by perf/scale_bytes.c when preloaded:
  * for rank 0, its bootstrap bytes);
  * fds, socks: its open descriptors (and sockets) after the allreduces;
@@ -92,6 +95,8 @@ int main(int argc, char **argv)
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     unsigned long long w0, r0, w1, r1;
     socket_bytes(&w0, &r0);
+    struct timespec a0, a1;
+    clock_gettime(CLOCK_REALTIME, &a0);
     double t0 = now();
     loom_comm_t comm;
     if (loom_comm_init_url(url, n, rank, &comm) != LOOM_SUCCESS) {
@@ -99,6 +104,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double t_init = now() - t0;
+    clock_gettime(CLOCK_REALTIME, &a1);
     socket_bytes(&w1, &r1);
     int64_t x = rank;
     t0 = now();
@@ -120,8 +126,9 @@ int main(int argc, char **argv)
     fds(&all, &socks);
     long rss = rss_kb();
     printf("rank %d init_s %.4f sent %llu received %llu fds %d socks %d rss_kb %ld "
-           "first_us %.1f steady_us %.1f\n",
-           rank, t_init, w1 - w0, r1 - r0, all, socks, rss, first * 1e6, steady[25] * 1e6);
+           "first_us %.1f steady_us %.1f t_start %.6f t_end %.6f\n",
+           rank, t_init, w1 - w0, r1 - r0, all, socks, rss, first * 1e6, steady[25] * 1e6,
+           a0.tv_sec + a0.tv_nsec * 1e-9, a1.tv_sec + a1.tv_nsec * 1e-9);
     fflush(stdout);
     sleep(1); /* nobody leaves while another may still count */
     loom_comm_destroy(comm);

@@ -17,7 +17,7 @@
 #include "loom.h"
 #include "util.h"
 #include "bootstrap/bootstrap.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/transport.h"
 #include "bootstrap/oob.h"
 #include "config.h"

@@ -47,3 +47,7 @@ tests_integration_launch_join_SOURCES = tests/integration/launch_join.c
 tests_integration_launch_join_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_launch.sh
 EXTRA_DIST += tests/integration/test_launch.sh
+
+# Layers point down only: an include or a call that points up fails.
+TESTS += scripts/check-layers
+EXTRA_DIST += scripts/check-layers

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "net/net.h"
 #include "util.h"
 
 #define RUN_MAX_RANKS 1024

@@ -32,7 +32,7 @@
 #include "loom.h"
 #include "util.h"
 #include "config.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "probe.h"
 #include "probe_internal.h"
 

@@ -34,7 +34,7 @@
 #include <sys/socket.h>
 
 #include "loom.h"
-#include "transport/net.h"
+#include "net/net.h"
 
 #define EXIT_UNREACHABLE 1
 #define EXIT_USAGE 2

@@ -7,7 +7,7 @@
 #include "loom.h"
 #include "auth.h"
 #include "bootstrap/boot_wire.h"
-#include "transport/net.h"
+#include "net/net.h"
 
 static const uint8_t zero_mac[LOOM_AUTH_MAC_LEN];
 

@@ -26,7 +26,7 @@
 #include "bootstrap/boot_io.h"
 #include "bootstrap/boot_wire.h"
 #include "auth.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "bootstrap/oob.h"
 
 #define BOOT_ANSWER_MAGIC LOOM_BOOT_ANSWER_MAGIC

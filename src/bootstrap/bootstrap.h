@@ -59,24 +59,6 @@ loom_result_t loom_bootstrap(const struct loom_boot_params *p, struct loom_oob *
                              struct loom_boot_stats *stats, char *err,
                              size_t errlen);
 
-/* The local address (numeric) this host would use to reach host:port
- * (connect a UDP socket, nothing is sent; getsockname), or, when ifname_spec
- * is non-empty, the first address of an interface matching it (NCCL syntax:
- * "eth" prefix, "^lo" not, "=eth0" exact, comma lists). */
-loom_result_t loom_net_local_addr(const char *host, int port,
-                                  const char *ifname_spec, char *out,
-                                  size_t outlen, char *err, size_t errlen);
-
-/* A port base for a job on this host: base..base+nports-1 can each be
- * bound on 127.0.0.1 now, and lie outside the kernel's ephemeral range
- * (net.ipv4.ip_local_port_range), so no connect() or port-0 listener on
- * this host can take one of them between this check and the job's listen.
- * Random among such bases, to keep concurrent jobs apart; 0 if none found
- * or nports is not in 1..4096. Where the ephemeral range leaves no room
- * (it covers 10000..65535), any free base from 1024 is taken instead.
- * For launchers and tests that choose rank 0's port (loom-run). */
-int loom_net_pick_port_base(int nports);
-
 /* Unique ids (uniqueid.c; loom_get_unique_id's format). create opens and
  * holds the rendezvous listener; parse reads an id back; take_listener
  * hands rank 0 the listener held for port in this process (-1: none). */

@@ -1,4 +1,4 @@
-# src/bootstrap: rendezvous through rank 0, local address selection.
+# src/bootstrap: rendezvous through rank 0, the out-of-band service, unique ids.
 libloom_core_la_SOURCES += \
 	src/bootstrap/bootstrap.h \
 	src/bootstrap/bootstrap.c \
@@ -6,7 +6,6 @@ libloom_core_la_SOURCES += \
 	src/bootstrap/boot_io.c \
 	src/bootstrap/boot_wire.h \
 	src/bootstrap/boot_wire.c \
-	src/bootstrap/netaddr.c \
 	src/bootstrap/uniqueid.c \
 	src/bootstrap/oob.h \
 	src/bootstrap/oob.c

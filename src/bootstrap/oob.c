@@ -35,7 +35,7 @@
 #include "bootstrap/oob.h"
 #include "config.h"
 #include "log.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "util.h"
 
 #define OOB_MAGIC 0x424f4f4cu       /* "LOOB" */

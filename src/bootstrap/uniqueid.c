@@ -18,7 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "config.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "util.h"
 
 #define UID_MAGIC 0x44494d4cu /* "LMID" */

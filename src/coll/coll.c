@@ -9,111 +9,6 @@
 #include "shm/shm.h"
 #include "util.h"
 
-static const char *const algo_names[] = {
-    [LOOM_ALGO_AUTO] = "auto",         [LOOM_ALGO_RING] = "ring",
-    [LOOM_ALGO_RD] = "rd",             [LOOM_ALGO_CHAIN] = "chain",
-    [LOOM_ALGO_BINOMIAL] = "binomial", [LOOM_ALGO_DISSEMINATION] = "dissemination",
-    [LOOM_ALGO_TREE] = "tree",         [LOOM_ALGO_RHD] = "rhd",
-    [LOOM_ALGO_BRUCK] = "bruck",       [LOOM_ALGO_SCATTER_ALLGATHER] = "scatter_allgather",
-    [LOOM_ALGO_SHM] = "shm",           [LOOM_ALGO_HIER] = "hier",
-};
-
-const char *loom_algo_name(enum loom_algo algo)
-{
-    if ((unsigned)algo >= sizeof algo_names / sizeof algo_names[0])
-        return "unknown";
-    return algo_names[algo];
-}
-
-/* Which algorithms serve which collective. */
-int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
-{
-    if (a == LOOM_ALGO_SHM)
-        return (unsigned)k < LOOM_OP_KIND_COUNT;
-    if (a == LOOM_ALGO_HIER)
-        return k == LOOM_OP_ALLREDUCE;
-    switch (k) {
-    case LOOM_OP_ALLREDUCE:
-        return a == LOOM_ALGO_RING || a == LOOM_ALGO_RD || a == LOOM_ALGO_RHD ||
-               a == LOOM_ALGO_TREE;
-    case LOOM_OP_ALLGATHER: return a == LOOM_ALGO_RING || a == LOOM_ALGO_BRUCK;
-    case LOOM_OP_REDUCE_SCATTER: return a == LOOM_ALGO_RING;
-    case LOOM_OP_BROADCAST:
-        return a == LOOM_ALGO_CHAIN || a == LOOM_ALGO_BINOMIAL ||
-               a == LOOM_ALGO_SCATTER_ALLGATHER;
-    case LOOM_OP_REDUCE: return a == LOOM_ALGO_CHAIN;
-    case LOOM_OP_BARRIER: return a == LOOM_ALGO_DISSEMINATION;
-    default: return 0;
-    }
-}
-
-static enum loom_algo algo_by_name(const char *s, size_t len)
-{
-    for (unsigned i = 1; i < sizeof algo_names / sizeof algo_names[0]; i++)
-        if (strlen(algo_names[i]) == len && strncasecmp(s, algo_names[i], len) == 0)
-            return (enum loom_algo)i;
-    return LOOM_ALGO_AUTO;
-}
-
-int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
-                    char *err, size_t errlen)
-{
-    for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
-        out[k] = LOOM_ALGO_AUTO;
-    if (!spec || !*spec)
-        return 0;
-    const char *p = spec;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        if (eq) {
-            size_t klen = (size_t)(eq - p);
-            int kind = -1;
-            for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
-                if (strlen(loom_op_kind_name((enum loom_op_kind)k)) == klen &&
-                    strncasecmp(p, loom_op_kind_name((enum loom_op_kind)k), klen) == 0)
-                    kind = k;
-            enum loom_algo a = algo_by_name(eq + 1, len - klen - 1);
-            /* "broadcast=ring": the pipelined chain along the ring */
-            if (kind == LOOM_OP_BROADCAST && a == LOOM_ALGO_RING)
-                a = LOOM_ALGO_CHAIN;
-            if (kind < 0) {
-                snprintf(err, errlen, "LOOM_ALGO: unknown collective '%.*s' in '%s'",
-                         (int)klen, p, spec);
-                return -1;
-            }
-            if (a == LOOM_ALGO_AUTO || !loom_algo_serves(a, (enum loom_op_kind)kind)) {
-                snprintf(err, errlen, "LOOM_ALGO: '%.*s' is not an algorithm for %s",
-                         (int)(len - klen - 1), eq + 1, loom_op_kind_name((enum loom_op_kind)kind));
-                return -1;
-            }
-            out[kind] = a;
-        } else {
-            enum loom_algo a = algo_by_name(p, len);
-            if (a == LOOM_ALGO_AUTO) {
-                snprintf(err, errlen, "LOOM_ALGO: unknown algorithm '%.*s' in '%s'",
-                         (int)len, p, spec);
-                return -1;
-            }
-            int used = 0;
-            for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
-                if (loom_algo_serves(a, (enum loom_op_kind)k)) {
-                    out[k] = a;
-                    used = 1;
-                }
-            if (!used) {
-                snprintf(err, errlen, "LOOM_ALGO: '%.*s' serves no collective", (int)len, p);
-                return -1;
-            }
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return 0;
-}
-
 /* Automatic choice for allreduce: per class of rank count, the algorithm
  * for each band of message sizes. Measured with `LOOM_SHM=0 test_algos
  * --bench N` (loopback TCP on 2 shared cores, so 4+ ranks are
@@ -240,10 +135,11 @@ enum loom_algo loom_coll_select(const struct loom_comm *comm,
                                 const struct loom_op *op)
 {
     /* server-aware first: shared memory inside a server (and hierarchical
-     * allreduce across servers) wherever it was set up and not overridden */
-    const char *shm = loom_shm_algo_name(comm, op);
-    if (shm)
-        return shm[0] == 'h' ? LOOM_ALGO_HIER : LOOM_ALGO_SHM;
+     * algorithms across servers) wherever it was set up and not overridden */
+    if (loom_shm_usable(comm, op))
+        return LOOM_ALGO_SHM;
+    if (loom_hier_usable(comm, op))
+        return LOOM_ALGO_HIER;
     int forced = comm->algo_forced[op->kind];
     if (forced != LOOM_ALGO_AUTO && forced != LOOM_ALGO_SHM && forced != LOOM_ALGO_HIER)
         return (enum loom_algo)forced;
@@ -281,14 +177,19 @@ loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
 static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op)
 {
     enum loom_algo a = loom_coll_select(comm, op);
-    if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) {
+    if (a == LOOM_ALGO_HIER)
+        return loom_hier_run(comm, op);
+    if (comm->shm) {
+        /* the engine runs it, or at least hears which call this is, so that
+         * a peer waiting in shared memory can name a different call */
         int handled = 0;
         loom_result_t sres = loom_shm_coll_run(comm, op, &handled);
         if (handled)
             return sres;
+    }
+    if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) /* forced where it cannot run */
         a = loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
                            comm->nranks);
-    }
     LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s, %d ranks",
               loom_op_kind_name(op->kind), (unsigned long long)op->seq,
               (unsigned long long)op->count, loom_dtype_name(op->dtype),

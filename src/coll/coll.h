@@ -9,26 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "reduce/reduce.h"
 
-enum loom_algo {
-    LOOM_ALGO_AUTO = 0,
-    LOOM_ALGO_RING,       /* allreduce, allgather, reduce_scatter          */
-    LOOM_ALGO_RD,         /* recursive doubling allreduce                  */
-    LOOM_ALGO_CHAIN,      /* pipelined chain: broadcast, reduce            */
-    LOOM_ALGO_BINOMIAL,   /* binomial tree broadcast                       */
-    LOOM_ALGO_DISSEMINATION, /* barrier                                    */
-    LOOM_ALGO_TREE,       /* pipelined double binary tree allreduce        */
-    LOOM_ALGO_RHD,        /* recursive halving-doubling allreduce          */
-    LOOM_ALGO_BRUCK,      /* Bruck / recursive doubling allgather          */
-    LOOM_ALGO_SCATTER_ALLGATHER, /* broadcast: scatter + ring allgather    */
-    LOOM_ALGO_SHM,        /* every collective, one server, shared memory  */
-    LOOM_ALGO_HIER,       /* allreduce: shm inside servers, network across */
-    LOOM_ALGO_COUNT
-};
-
-const char *loom_algo_name(enum loom_algo algo);
+#include "comm/algo.h"
 
 /* Run op on comm now. Sets comm's error message on failure. */
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op);
@@ -43,14 +27,7 @@ enum loom_algo loom_coll_select(const struct loom_comm *comm,
  * per rank) over nranks ranks, ignoring LOOM_ALGO. */
 enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks);
 
-/* Does algo serve that collective? */
-int loom_algo_serves(enum loom_algo algo, enum loom_op_kind kind);
 
-/* Parse LOOM_ALGO ("ring", "allreduce=rd,broadcast=chain"). Writes the
- * override for each op kind (LOOM_ALGO_AUTO where none). Returns -1 and a
- * message in err for a bad value. */
-int loom_algo_parse(const char *spec, enum loom_algo out[LOOM_OP_KIND_COUNT],
-                    char *err, size_t errlen);
 
 /* ---- point-to-point helpers (p2p.c) ------------------------------------ */
 
@@ -142,5 +119,11 @@ loom_result_t loom_scatter_allgather_broadcast(struct loom_comm *comm,
                                                struct loom_op *op);
 loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
                                          struct loom_op *op);
+
+/* hier.c: several servers, each in shared memory (comm->shm), and between
+ * them comm->hier_sub (the ranks of one local index): allreduce, broadcast
+ * and allgather compose the engine inside servers with the network across. */
+int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op);
+loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op);
 
 #endif

@@ -13,7 +13,8 @@ libloom_core_la_SOURCES += \
 	src/coll/tree.c \
 	src/coll/rhd.c \
 	src/coll/bruck.c \
-	src/coll/scatter_bcast.c
+	src/coll/scatter_bcast.c \
+	src/coll/hier.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_algos

@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "coll.h"
+#include "comm/wait.h"
 #include "bootstrap/oob.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "util.h"
 
 /* After spin_us of no completion we yield the CPU between polls (other ranks
@@ -307,39 +308,17 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
         return LOOM_SUCCESS;
     now = loom_now_ns();
     uint64_t idle = now - w->idle_since_ns;
-    if (comm->timeout > 0 && (double)idle * 1e-9 > comm->timeout) {
-        char what[160];
-        describe_op(w->op, what, sizeof what);
-        if (blocker)
-            comm->blame = blocker->peer;
-        if (blocker)
-            loom_comm_set_error(
-                comm, LOOM_ERROR_TIMEOUT,
-                "%s: no progress for %.0f s (LOOM_TIMEOUT) waiting %s %s (%zu bytes)",
-                what, comm->timeout, blocker->is_send ? "to send to" : "to receive from",
-                loom_comm_describe(comm, blocker->peer), blocker->len);
-        else
-            loom_comm_set_error(comm, LOOM_ERROR_TIMEOUT,
-                                "%s: no progress for %.0f s (LOOM_TIMEOUT)", what,
-                                comm->timeout);
-        return LOOM_ERROR_TIMEOUT;
-    }
-    if (comm->stall_warn > 0 && !w->stall_warned &&
-        (double)idle * 1e-9 > comm->stall_warn) {
-        char what[160];
-        describe_op(w->op, what, sizeof what);
-        w->stall_warned = 1;
-        if (blocker)
-            LOOM_WARN(LOOM_SUB_COLL,
-                      "%s: no progress for %.0f s (LOOM_STALL_WARN): waiting %s %s "
-                      "(%zu bytes, message of this call)",
-                      what, (double)idle * 1e-9,
-                      blocker->is_send ? "to send to" : "to receive from",
-                      loom_comm_describe(comm, blocker->peer), blocker->len);
-        else
-            LOOM_WARN(LOOM_SUB_COLL, "%s: no progress for %.0f s (LOOM_STALL_WARN)",
-                      what, (double)idle * 1e-9);
-    }
+    char waiting[320] = "";
+    if (blocker)
+        snprintf(waiting, sizeof waiting, "%s %s (%zu bytes)",
+                 blocker->is_send ? "to send to" : "to receive from",
+                 loom_comm_describe(comm, blocker->peer), blocker->len);
+    struct loom_wait lw = {.since_ns = w->idle_since_ns, .stall_warned = w->stall_warned};
+    loom_result_t tres = loom_wait_check(&lw, comm, w->op, now, waiting,
+                                         blocker ? blocker->peer : -1);
+    w->stall_warned = lw.stall_warned;
+    if (tres < 0)
+        return tres;
     if (blocker && idle >= LOOM_PROBE_NS && now >= w->probe_next_ns) {
         probe_ask(w, blocker->peer);
         w->probe_next_ns = now + LOOM_PROBE_NS;

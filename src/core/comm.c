@@ -14,9 +14,10 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/oob.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "coll/coll.h"
 #include "comm.h"
+#include "core.h"
 #include "config.h"
 #include "launch.h"
 #include "shm/shm.h"
@@ -25,86 +26,12 @@
 /* The error goes back to the caller, who reports it: logged at INFO, so
  * that it shows once on stderr (the program's line) and still takes its
  * place among the other lines of a LOOM_DEBUG=INFO log. */
-static void comm_set_error_v(struct loom_comm *comm, unsigned subsys, loom_result_t res,
-                             const char *fmt, va_list ap)
-{
-    char msg[sizeof comm->errmsg];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    pthread_mutex_lock(&comm->lock);
-    int first = comm->error == LOOM_SUCCESS;
-    if (first) {
-        comm->error = res;
-        memcpy(comm->errmsg, msg, sizeof msg);
-    }
-    pthread_mutex_unlock(&comm->lock);
-    if (first)
-        LOOM_INFO(subsys, "%s", msg);
-}
-
-void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
-                         const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    comm_set_error_v(comm, LOOM_SUB_COLL, res, fmt, ap);
-    va_end(ap);
-}
-
-void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
-                             loom_result_t res, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    comm_set_error_v(comm, subsys, res, fmt, ap);
-    va_end(ap);
-}
-
-loom_result_t loom_comm_error(struct loom_comm *comm)
-{
-    pthread_mutex_lock(&comm->lock);
-    loom_result_t res = comm->error;
-    pthread_mutex_unlock(&comm->lock);
-    return res;
-}
-
-const char *loom_comm_describe(void *arg, int rank)
-{
-    struct loom_comm *comm = arg;
-    if (!comm->rank_desc || rank < 0 || rank >= comm->nranks)
-        return "rank ?";
-    return comm->rank_desc[rank];
-}
-
-void *loom_comm_scratch(struct loom_comm *comm, size_t bytes)
-{
-    if (bytes <= comm->scratch_size)
-        return comm->scratch;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes) != 0)
-        return NULL;
-    free(comm->scratch);
-    comm->scratch = p;
-    comm->scratch_size = bytes;
-    return p;
-}
-
-struct loom_tx_req *loom_comm_reqs(struct loom_comm *comm, size_t n)
-{
-    if (n <= comm->nreqs)
-        return comm->reqs;
-    struct loom_tx_req *r = calloc(n, sizeof *r);
-    if (!r)
-        return NULL;
-    free(comm->reqs);
-    comm->reqs = r;
-    comm->nreqs = n;
-    return r;
-}
-
 static void comm_free(struct loom_comm *comm)
 {
     if (!comm)
         return;
+    if (comm->hier_sub)
+        loom_comm_destroy(comm->hier_sub);
     loom_shm_destroy(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
@@ -254,7 +181,35 @@ static loom_result_t comm_topology(struct loom_comm *comm)
     LOOM_INFO(LOOM_SUB_INIT, "rank %d: %d of %d ranks on this host, %d CPUs%s", comm->rank,
               comm->local_size, comm->nranks, ncpu,
               comm->oversubscribed ? ": oversubscribed, waiting ranks yield" : "");
-    return loom_shm_setup(comm);
+    return LOOM_SUCCESS;
+}
+
+/* Shared memory with several servers: do they all agree? (every rank) */
+static loom_result_t shm_agree(struct loom_comm *comm, int32_t flags[2])
+{
+    return loom_comm_internal(comm, LOOM_OP_ALLREDUCE, flags, flags, 2, LOOM_INT32,
+                              LOOM_MIN);
+}
+
+static loom_result_t comm_split(struct loom_comm *parent, int color, int key, int no_shm,
+                                struct loom_comm **newcomm);
+
+/* Shared memory, and with several servers the communicator of each local
+ * index across them, which the hierarchical algorithms use between servers
+ * (coll/hier.c). */
+static loom_result_t comm_shared_memory(struct loom_comm *comm)
+{
+    if (comm->no_shm)
+        return LOOM_SUCCESS;
+    LOOM_CHECK(loom_shm_setup(comm, shm_agree));
+    int server, index, size;
+    if (loom_shm_servers(comm, &server, &index, &size) < 2)
+        return LOOM_SUCCESS;
+    loom_result_t res = comm_split(comm, index, server, 1, &comm->hier_sub);
+    if (res < 0)
+        loom_set_thread_error("rank %d: the communicator between servers: %s", comm->rank,
+                              comm->errmsg);
+    return res;
 }
 
 /* Once connected: learn the hosts (and set up shared memory), start the
@@ -262,6 +217,7 @@ static loom_result_t comm_topology(struct loom_comm *comm)
 static loom_result_t comm_finish(struct loom_comm *comm)
 {
     LOOM_CHECK(comm_topology(comm));
+    LOOM_CHECK(comm_shared_memory(comm));
     /* a stalled peer may ask which call this rank is in (coll/p2p.c) */
     loom_oob_set_handler(comm->oob, LOOM_OOB_TAG_CALL, loom_trace_answer, comm);
     if (!comm->shm) /* one server in shared memory needs no network */
@@ -840,6 +796,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
 {
     if (!parent || !newcomm)
         return LOOM_ERROR_INVALID_ARGUMENT;
+    return comm_split(parent, color, key, 0, newcomm);
+}
+
+static loom_result_t comm_split(struct loom_comm *parent, int color, int key, int no_shm,
+                                struct loom_comm **newcomm)
+{
     *newcomm = NULL;
     if (color < 0)
         color = LOOM_SPLIT_NOCOLOR;
@@ -900,6 +862,7 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
                    sizeof parent->split_count);
     h = loom_fnv1a(h, &color, sizeof color);
     comm->comm_id = h;
+    comm->no_shm = no_shm;
     if (res == LOOM_SUCCESS)
         res = comm_setup(comm);
     /* its own namespace of the job's out-of-band service: it meets its

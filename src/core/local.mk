@@ -1,24 +1,12 @@
-# src/core: results, configuration, logging, communicators, op queue.
+# src/core: communicators' life (init from a table, a URL, the environment
+# or a unique id; split; destroy; abort), the op queue and progress thread,
+# the internal service path, launcher variables.
 libloom_core_la_SOURCES += \
-	src/core/util.h \
-	src/core/comm.h \
-	src/core/op.h \
-	src/core/op.c \
-	src/core/config.h \
-	src/core/log.h \
-	src/core/result.c \
-	src/core/info.c \
+	src/core/core.h \
 	src/core/comm.c \
 	src/core/queue.c \
-	src/core/api.c \
-	src/core/auth.h \
-	src/core/auth.c \
-	src/core/trace.h \
-	src/core/trace.c \
-	src/core/config.c \
 	src/core/launch.h \
-	src/core/launch.c \
-	src/core/log.c
+	src/core/launch.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_config

@@ -13,6 +13,7 @@
 
 #include "coll/coll.h"
 #include "comm.h"
+#include "core.h"
 #include "stream/stream.h"
 #include "util.h"
 

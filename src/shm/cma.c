@@ -53,7 +53,7 @@ static loom_result_t reduce_range(struct loom_shm_ctx *x, char *dst, const char 
  * other slices from their owners' recvbufs, after the owner has finished
  * (and so after every peer finished reading that slice of its input). One
  * owner computes each slice: float results are the same bits everywhere. */
-loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, struct loom_comm *sub)
+loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, const struct loom_shm_mid *mid)
 {
     struct loom_shm *s = x->s;
     const struct loom_op *op = x->op;
@@ -70,8 +70,8 @@ loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, struct loom_comm *s
     res = reduce_range(x, recv + off * es, send + off * es, off, len);
     if (res < 0)
         return res;
-    if (sub && sub->nranks > 1) {
-        res = loom_shm_inter(x, sub, recv + off * es, len);
+    if (mid) {
+        res = loom_shm_inter(x, mid, recv + off * es, len);
         if (res < 0)
             return res;
     }

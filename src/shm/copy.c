@@ -34,10 +34,10 @@ static void reduce_slots(struct loom_shm *s, loom_reduce_fn fn, char *dst, uint3
 }
 
 /* Every rank adds every rank's input, in the same order (for small counts
- * the redundant arithmetic costs less than a second step). With sub, the
- * hierarchical allreduce: then each rank sends its slice over sub and the
+ * the redundant arithmetic costs less than a second step). With mid, the
+ * hierarchical allreduce: then each rank hands its slice to mid and the
  * slices are gathered through the slots again. */
-loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, struct loom_comm *sub)
+loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, const struct loom_shm_mid *mid)
 {
     struct loom_shm *s = x->s;
     const struct loom_op *op = x->op;
@@ -56,14 +56,14 @@ loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, struct loom_comm *
             return res;
         reduce_slots(s, fn, recv + off * es, ep, 0, (size_t)cnt);
     }
-    if (!sub || sub->nranks < 2) {
+    if (!mid) {
         if (op->op == LOOM_AVG)
             loom_reduce_avg_finish(recv, (size_t)op->count, op->dtype, x->comm->nranks);
         return LOOM_SUCCESS;
     }
     uint64_t moff, mlen;
     loom_shm_slice(op->count, s->n, s->me, &moff, &mlen);
-    res = loom_shm_inter(x, sub, recv + moff * es, mlen);
+    res = loom_shm_inter(x, mid, recv + moff * es, mlen);
     if (res < 0)
         return res;
     if (op->op == LOOM_AVG && mlen)

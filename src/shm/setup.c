@@ -1,6 +1,6 @@
-/* setup.c - finding the ranks of this server, creating and sharing the
- * segment, probing cross-memory attach, and the inter-server
- * sub-communicator.
+/* setup.c - finding the ranks of this server (and, with several servers,
+ * every server's), creating and sharing the segment, probing cross-memory
+ * attach.
  *
  * The segment is a memfd of the local leader (lowest rank): the others
  * open it through /proc/<pid>/fd/<n>, so it never has a name and vanishes
@@ -32,10 +32,6 @@
 
 #define PROBE_VALUE 0x70726f6265d00d11ull
 
-/* Set around the inter-server split: that communicator must use the
- * network even though its ranks may share this host (loopback tables). */
-static __thread int shm_suppress;
-
 int loom_shm_test_no_cma;
 
 /* What each rank tells the others at setup. */
@@ -46,35 +42,6 @@ struct shm_hello {
     uint64_t pad;
 };
 
-/* LOOM_ALGO names this module serves: "shm" and "hier", bare or as
- * "kind=shm"; any other algorithm named for a kind sends it to the
- * network. */
-static void parse_force(const char *spec, int force[LOOM_OP_KIND_COUNT])
-{
-    for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
-        force[k] = 0;
-    const char *p = spec;
-    while (p && *p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        const char *a = eq ? eq + 1 : p;
-        size_t alen = eq ? len - (size_t)(eq + 1 - p) : len;
-        int mine = (alen == 3 && strncasecmp(a, "shm", 3) == 0) ||
-                   (alen == 4 && strncasecmp(a, "hier", 4) == 0);
-        for (int k = 0; k < LOOM_OP_KIND_COUNT; k++) {
-            const char *kn = loom_op_kind_name((enum loom_op_kind)k);
-            int applies = !eq || ((size_t)(eq - p) == strlen(kn) &&
-                                  strncasecmp(p, kn, strlen(kn)) == 0);
-            if (applies)
-                force[k] = mine ? 1 : -1;
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-}
-
 static void shm_free(struct loom_shm *s)
 {
     if (!s)
@@ -82,6 +49,7 @@ static void shm_free(struct loom_shm *s)
     if (s->base)
         munmap(s->base, s->size);
     free(s->ranks);
+    free(s->grank);
     free(s->pids);
     free(s->tmp);
     free(s);
@@ -211,7 +179,7 @@ static loom_result_t local_allgather(struct loom_comm *comm, struct loom_shm *s,
  * Sets *ok_out to 1 when every local rank succeeded (to 0 when some did
  * not; then nothing is mapped), or returns an error. */
 static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int method,
-                             int want, int *ok_out)
+                             int want, loom_shm_agree_fn agree, int *ok_out)
 {
     static volatile uint64_t probe_word = PROBE_VALUE;
     int leader = s->me == 0, fd = -1, ok = want;
@@ -286,8 +254,7 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
     /* several servers: all of them must agree (hierarchical algorithms
      * span them) */
     if (res == LOOM_SUCCESS && s->ngroups > 1)
-        res = loom_comm_internal(comm, LOOM_OP_ALLREDUCE, flags, flags, 2, LOOM_INT32,
-                                 LOOM_MIN);
+        res = agree(comm, flags);
     if (res == LOOM_SUCCESS) {
         *ok_out = flags[0];
         s->cma = flags[1];
@@ -348,16 +315,32 @@ static int find_group(struct loom_comm *comm, struct loom_shm *s, int *hier)
     for (int g = 0; g < s->ngroups; g++)
         if (size[g] != size[0] || size[g] < 2)
             *hier = 0;
+    /* (server, local index) -> comm rank, for the hierarchical algorithms */
+    if (*hier || s->ngroups == 1) {
+        s->grank = calloc((size_t)s->ngroups * (size_t)s->n, sizeof *s->grank);
+        int *fill = calloc((size_t)s->ngroups, sizeof *fill);
+        for (int r = 0; s->grank && fill && r < n; r++)
+            for (int g = 0; g < s->ngroups; g++)
+                if (key[first[g]] == key[r] && fill[g] < s->n)
+                    s->grank[g * s->n + fill[g]++] = r;
+        if (!s->grank || !fill) {
+            free(fill);
+            free(first);
+            free(size);
+            return -1;
+        }
+        free(fill);
+    }
     int useful = same_host && ((s->ngroups == 1 && n > 1) || *hier);
     free(first);
     free(size);
     return useful;
 }
 
-loom_result_t loom_shm_setup(struct loom_comm *comm)
+loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
 {
     comm->shm = NULL;
-    if (comm->nranks < 2 || shm_suppress)
+    if (comm->nranks < 2)
         return LOOM_SUCCESS;
     struct loom_shm *s = calloc(1, sizeof *s);
     if (!s)
@@ -380,7 +363,6 @@ loom_result_t loom_shm_setup(struct loom_comm *comm)
         shm_free(s);
         return LOOM_SUCCESS;
     }
-    parse_force(loom_config()->algo, s->force);
     /* every rank said at bootstrap whether it would share memory: where one
      * would not, nobody tries (every rank decides alike, with no exchange) */
     int want = 1;
@@ -396,14 +378,9 @@ loom_result_t loom_shm_setup(struct loom_comm *comm)
     int ok = 0;
     loom_result_t res = LOOM_SUCCESS;
     for (int method = 0; method < 2 && !ok && res == LOOM_SUCCESS; method++) {
-        res = attempt(comm, s, method, want, &ok);
+        res = attempt(comm, s, method, want, agree, &ok);
         if (!want)
             break;
-    }
-    if (res == LOOM_SUCCESS && ok && hier) {
-        shm_suppress = 1;
-        res = loom_comm_split(comm, s->me, s->group, &s->sub);
-        shm_suppress = 0;
     }
     if (res < 0 || !ok) {
         if (!want)
@@ -411,9 +388,6 @@ loom_result_t loom_shm_setup(struct loom_comm *comm)
         else if (res == LOOM_SUCCESS)
             LOOM_WARN(LOOM_SUB_INIT, "rank %d: shared memory could not be set up on every "
                       "rank; same-server ranks use the network", comm->rank);
-        if (s->sub)
-            loom_comm_destroy(s->sub);
-        s->sub = NULL;
         shm_free(s);
         if (res < 0)
             loom_set_thread_error("rank %d: shared-memory setup: %s", comm->rank,
@@ -425,7 +399,7 @@ loom_result_t loom_shm_setup(struct loom_comm *comm)
     LOOM_INFO(LOOM_SUB_INIT, "rank %d: shared memory with %d local ranks (local index %d "
               "of server %d/%d), %s%s", comm->rank, s->n, s->me, s->group, s->ngroups,
               s->cma ? "single copy (process_vm_readv)" : "two copies",
-              s->sub ? ", hierarchical allreduce across servers" : "");
+              s->ngroups > 1 ? ", hierarchical algorithms across servers" : "");
     return LOOM_SUCCESS;
 }
 
@@ -434,8 +408,6 @@ void loom_shm_destroy(struct loom_comm *comm)
     struct loom_shm *s = comm->shm;
     if (!s)
         return;
-    if (s->sub)
-        loom_comm_destroy(s->sub);
     shm_free(s);
     comm->shm = NULL;
 }

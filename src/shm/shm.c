@@ -3,80 +3,95 @@
 
 #include <string.h>
 
-#include "coll/coll.h"
 #include "shm.h"
 #include "shm_priv.h"
 #include "util.h"
 
+/* What LOOM_ALGO says of op's kind: 1 shared memory (shm, hier), -1 the
+ * network (another algorithm), 0 nothing. */
+static int forced(const struct loom_comm *comm, const struct loom_op *op)
+{
+    int a = comm->algo_forced[op->kind];
+    return a == LOOM_ALGO_AUTO ? 0 : a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER ? 1 : -1;
+}
+
 int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op)
 {
     const struct loom_shm *s = comm->shm;
-    if (!s || (unsigned)op->kind >= LOOM_OP_KIND_COUNT)
+    if (!s || (unsigned)op->kind > LOOM_OP_BARRIER || s->ngroups != 1)
         return 0;
-    int forced = comm->algo_forced[op->kind];
-    if (s->force[op->kind] < 0 ||
-        (forced != LOOM_ALGO_AUTO && forced != LOOM_ALGO_SHM && forced != LOOM_ALGO_HIER))
+    if (forced(comm, op) < 0)
         return 0;
-    if (op->kind != LOOM_OP_BARRIER && op->count == 0)
-        return 0;
-    if (s->ngroups == 1)
-        return 1;
-    return op->kind == LOOM_OP_ALLREDUCE && s->sub != NULL;
+    return op->kind == LOOM_OP_BARRIER || op->count > 0;
 }
 
-const char *loom_shm_algo_name(const struct loom_comm *comm, const struct loom_op *op)
+int loom_shm_servers(const struct loom_comm *comm, int *server, int *local_index,
+                     int *local_size)
 {
-    if (!loom_shm_usable(comm, op))
-        return NULL;
-    return ((const struct loom_shm *)comm->shm)->ngroups == 1 ? "shm" : "hier";
+    const struct loom_shm *s = comm->shm;
+    if (!s)
+        return 0;
+    *server = s->group;
+    *local_index = s->me;
+    *local_size = s->n;
+    return s->ngroups;
 }
 
-loom_result_t loom_shm_inter(struct loom_shm_ctx *x, struct loom_comm *sub, void *buf,
-                             uint64_t len)
+int loom_shm_rank_of(const struct loom_comm *comm, int g, int j)
 {
-    /* a blocking call on the sub-communicator: it runs inline on this
-     * thread when its queue is idle, which it always is here */
-    loom_result_t res = loom_allreduce(buf, buf, len, x->op->dtype,
-                                       x->op->op == LOOM_AVG ? LOOM_SUM : x->op->op, sub,
-                                       NULL);
-    if (res < 0) {
-        char what[160];
-        loom_op_format(loom_op_desc(x->op), x->op->count, x->op->seq, what, sizeof what);
-        loom_comm_set_error(x->comm, res, "%s: between servers: %s", what,
-                            loom_get_error_string(sub));
-        /* sub's messages name its ranks by their rank in the parent */
-        loom_shm_mark_failed(x, -1);
-    }
+    const struct loom_shm *s = comm->shm;
+    if (!s || g < 0 || g >= s->ngroups || j < 0 || j >= s->n)
+        return -1;
+    return s->grank[g * s->n + j];
+}
+
+int loom_shm_server_of(const struct loom_comm *comm, int r, int *local_index)
+{
+    const struct loom_shm *s = comm->shm;
+    for (int g = 0; s && g < s->ngroups; g++)
+        for (int j = 0; j < s->n; j++)
+            if (s->grank[g * s->n + j] == r) {
+                *local_index = j;
+                return g;
+            }
+    *local_index = -1;
+    return -1;
+}
+
+loom_result_t loom_shm_inter(struct loom_shm_ctx *x, const struct loom_shm_mid *mid,
+                             void *buf, uint64_t len)
+{
+    loom_result_t res = mid->fn(mid->ctx, buf, len);
+    if (res < 0)
+        loom_shm_mark_failed(x, -1); /* the step named the cause on x->comm */
     return res;
 }
 
-loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op, int *handled)
+loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
+                                     const struct loom_shm_mid *mid)
 {
-    *handled = 0;
     struct loom_shm *s = comm->shm;
-    if (!s)
-        return LOOM_SUCCESS;
-    /* every call, also those run over the network, so that a peer that
-     * waits here in shared memory can name a different call */
     loom_shm_publish_call(s, op);
-    if (!loom_shm_usable(comm, op))
-        return LOOM_SUCCESS;
-    *handled = 1;
+    struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op, .start = s->epoch};
+    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
+    /* a slice per rank needs enough elements to be worth a phase */
+    if (s->cma && bytes > LOOM_SHM_SMALL && op->count >= (uint64_t)s->n)
+        return loom_shm_cma_allreduce(&x, mid);
+    return loom_shm_copy_allreduce(&x, mid);
+}
+
+/* The engine for op among this server's ranks. */
+static loom_result_t run_engine(struct loom_comm *comm, struct loom_shm *s,
+                                struct loom_op *op)
+{
     struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op, .start = s->epoch};
     size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
     int cma = s->cma;
-    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s (%s), %d ranks",
-              loom_op_kind_name(op->kind), (unsigned long long)op->seq,
-              (unsigned long long)op->count, loom_dtype_name(op->dtype),
-              loom_shm_algo_name(comm, op),
-              cma && bytes > LOOM_SHM_SMALL ? "single copy" : "two copies",
-              comm->nranks);
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE:
-        /* a slice per rank needs enough elements to be worth a phase */
         if (cma && bytes > LOOM_SHM_SMALL && op->count >= (uint64_t)s->n)
-            return loom_shm_cma_allreduce(&x, s->sub);
-        return loom_shm_copy_allreduce(&x, s->sub);
+            return loom_shm_cma_allreduce(&x, NULL);
+        return loom_shm_copy_allreduce(&x, NULL);
     case LOOM_OP_ALLGATHER:
         return cma && bytes > LOOM_SHM_SMALL ? loom_shm_cma_allgather(&x)
                                              : loom_shm_copy_allgather(&x);
@@ -92,6 +107,34 @@ loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op, int 
     case LOOM_OP_BARRIER: return loom_shm_barrier(&x);
     default: break;
     }
+    loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "shm: no engine for op kind %d", op->kind);
+    return LOOM_ERROR_INTERNAL;
+}
+
+loom_result_t loom_shm_run_local(struct loom_comm *comm, struct loom_op *op)
+{
+    struct loom_shm *s = comm->shm;
+    loom_shm_publish_call(s, op);
+    return run_engine(comm, s, op);
+}
+
+loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op, int *handled)
+{
     *handled = 0;
-    return LOOM_SUCCESS;
+    struct loom_shm *s = comm->shm;
+    if (!s)
+        return LOOM_SUCCESS;
+    /* every call, also those run over the network, so that a peer that
+     * waits here in shared memory can name a different call */
+    loom_shm_publish_call(s, op);
+    if (!loom_shm_usable(comm, op))
+        return LOOM_SUCCESS;
+    *handled = 1;
+    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
+    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm shm (%s), %d ranks",
+              loom_op_kind_name(op->kind), (unsigned long long)op->seq,
+              (unsigned long long)op->count, loom_dtype_name(op->dtype),
+              s->cma && bytes > LOOM_SHM_SMALL ? "single copy" : "two copies",
+              comm->nranks);
+    return run_engine(comm, s, op);
 }

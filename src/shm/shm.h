@@ -1,31 +1,44 @@
-/* shm.h - ranks of one server talk through shared memory.
+/* shm.h - the shared-memory engine: ranks of one server talk through a
+ * segment they share.
  *
  * Ranks that share a server (the rank table's server_id; the boot-id host
  * hash for tcp:// and split communicators), confirmed at creation to share
  * a kernel and to open one segment, run collectives through that segment
  * and, where the kernel permits, cross-memory attach (process_vm_readv)
  * straight from each other's buffers. With several servers of equal rank
- * counts, allreduce runs hierarchically: intra-server reduce-scatter, an
- * inter-server allreduce of each slice over the network, intra-server
- * allgather. LOOM_SHM=0 turns all of it off. */
+ * counts, coll/hier.c composes the engine with the network (allreduce,
+ * broadcast, allgather). LOOM_SHM=0 turns all of it off. */
 #ifndef LOOM_SHM_H
 #define LOOM_SHM_H
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 /* At creation, after the local ranks are known and before the progress
- * thread starts, on the caller's thread. Collective over comm (uses
- * blocking collectives on it). Sets comm->shm, or leaves it NULL on every
- * rank when shared memory is off or could not be set up everywhere.
- * Fails only when comm's own collectives fail. */
-loom_result_t loom_shm_setup(struct loom_comm *comm);
+ * thread starts, on the caller's thread. The ranks of this server talk
+ * through the out-of-band service only; when several servers share the
+ * communicator, agree (provided by the caller, run by every rank of comm)
+ * turns this rank's {ok, single-copy} into the minimum over comm, so that
+ * every rank decides alike. Sets comm->shm, or leaves it NULL on every rank
+ * when shared memory is off or could not be set up everywhere. */
+typedef loom_result_t (*loom_shm_agree_fn)(struct loom_comm *comm, int32_t flags[2]);
+loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree);
 
-/* Unmaps the segment and frees the state (and the inter-server
- * sub-communicator). Safe with comm->shm == NULL. */
+/* Unmaps the segment and frees the state. Safe with comm->shm == NULL. */
 void loom_shm_destroy(struct loom_comm *comm);
 
-/* Whether loom_shm_coll_run would run op. The same answer on every rank
- * for the same op (it depends only on shared setup results and the op). */
+/* The servers sharing comm (1 when it is one server), this rank's server
+ * and its index there, and the number of ranks a server has; 0 without
+ * shared memory. With several servers every one has the same number of
+ * ranks (else shared memory is not set up). */
+int loom_shm_servers(const struct loom_comm *comm, int *server, int *local_index,
+                     int *local_size);
+/* The comm rank of local index j of server g (-1 out of range). */
+int loom_shm_rank_of(const struct loom_comm *comm, int g, int j);
+/* Which server rank r is on, and its index there (-1 when unknown). */
+int loom_shm_server_of(const struct loom_comm *comm, int r, int *local_index);
+
+/* Whether the engine runs op for the whole communicator (one server,
+ * LOOM_ALGO not sending it to the network). The same answer on every rank. */
 int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op);
 
 /* Run op through shared memory when usable: *handled = 1 and the result;
@@ -34,10 +47,23 @@ int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op);
 loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op,
                                 int *handled);
 
-/* The algorithm name loom_shm_coll_run uses for op ("shm", "hier"), or
- * NULL when it would not run op: for the selection log line. */
-const char *loom_shm_algo_name(const struct loom_comm *comm,
-                               const struct loom_op *op);
+/* The engine among this server's ranks only, whatever the servers (for the
+ * hierarchical algorithms, coll/hier.c): a broadcast from op->root (a rank
+ * of this server), an allgather that fills this server's blocks of
+ * recvbuf (by comm rank). */
+loom_result_t loom_shm_run_local(struct loom_comm *comm, struct loom_op *op);
+
+/* The step between servers of a hierarchical allreduce: the engine calls
+ * fn with this rank's slice of the reduced data, to be reduced with the
+ * other servers' in place. */
+struct loom_shm_mid {
+    loom_result_t (*fn)(void *ctx, void *buf, uint64_t count);
+    void *ctx;
+};
+/* Allreduce: reduce-scatter among this server's ranks, mid on each rank's
+ * slice, allgather among them. */
+loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
+                                     const struct loom_shm_mid *mid);
 
 /* For tests: nonzero before a communicator is created makes it use the
  * two-copy path even where cross-memory attach works. */

@@ -6,8 +6,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "coll/coll.h"
-#include "core/comm.h"
+#include "comm/algo.h"
+#include "shm.h"
+#include "comm/comm.h"
 #include "reduce/reduce.h"
 
 #define LOOM_SHM_MAGIC 0x4c4f4f4d53484d31ull /* "LOOMSHM1" */
@@ -58,8 +59,7 @@ struct loom_shm {
     int cma;                      /* process_vm_readv works between us      */
     uint32_t epoch;               /* my phases done (mirrors ctrl[me])      */
     int ngroups, group;           /* servers, and mine                      */
-    struct loom_comm *sub;        /* same local index on every server       */
-    int force[LOOM_OP_KIND_COUNT];/* 1 shm/hier forced, -1 network, 0 auto  */
+    int *grank;                   /* [ngroups][n]: comm rank of (server, index) */
     char *tmp;                    /* LOOM_SHM_CHUNK bytes                   */
 };
 
@@ -103,25 +103,25 @@ static inline void loom_shm_slice(uint64_t count, int n, int j, uint64_t *off,
     *len = q + (uj < r ? 1 : 0);
 }
 
-/* cma.c: single-copy collectives (reading peers' buffers). sub != NULL:
- * hierarchical allreduce (the slice goes through sub between the steps). */
-loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, struct loom_comm *sub);
+/* cma.c: single-copy collectives (reading peers' buffers). mid != NULL:
+ * hierarchical allreduce (each slice goes through mid between the steps). */
+loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, const struct loom_shm_mid *mid);
 loom_result_t loom_shm_cma_allgather(struct loom_shm_ctx *x);
 loom_result_t loom_shm_cma_broadcast(struct loom_shm_ctx *x);
 loom_result_t loom_shm_cma_reduce_scatter(struct loom_shm_ctx *x);
 loom_result_t loom_shm_cma_reduce(struct loom_shm_ctx *x);
 
 /* copy.c: two-copy collectives through the staging slots. */
-loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, struct loom_comm *sub);
+loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, const struct loom_shm_mid *mid);
 loom_result_t loom_shm_copy_allgather(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_broadcast(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_reduce_scatter(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_reduce(struct loom_shm_ctx *x);
 loom_result_t loom_shm_barrier(struct loom_shm_ctx *x);
 
-/* The inter-server step of the hierarchical allreduce: allreduce (sum) of
- * len elements at buf over sub, in place; errors land on x->comm. */
-loom_result_t loom_shm_inter(struct loom_shm_ctx *x, struct loom_comm *sub,
+/* The inter-server step of the hierarchical allreduce: mid on len elements
+ * at buf, in place; errors land on x->comm. */
+loom_result_t loom_shm_inter(struct loom_shm_ctx *x, const struct loom_shm_mid *mid,
                              void *buf, uint64_t len);
 
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "shm_priv.h"
+#include "comm/wait.h"
 #include "util.h"
 
 #define LOOM_SHM_SLICE_NS 10000000L /* futex sleep slice: 10 ms          */
@@ -173,24 +174,16 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, uint32_t target,
     loom_result_t cres = check_call(x, j);
     if (cres < 0)
         return cres;
-    if (comm->stall_warn > 0 && start_ns && !x->stall_warned &&
-        (double)(loom_now_ns() - start_ns) * 1e-9 > comm->stall_warn) {
-        x->stall_warned = 1;
-        describe(x, what, sizeof what);
-        LOOM_WARN(LOOM_SUB_COLL,
-                  "%s: no progress for %.0f s (LOOM_STALL_WARN): waiting for %s in "
-                  "shared memory", what, (double)(loom_now_ns() - start_ns) * 1e-9,
-                  loom_comm_describe(comm, s->ranks[j]));
-    }
-    if (comm->timeout > 0 && start_ns &&
-        (double)(loom_now_ns() - start_ns) * 1e-9 > comm->timeout) {
-        describe(x, what, sizeof what);
-        loom_comm_set_error(comm, LOOM_ERROR_TIMEOUT,
-                            "%s: no progress for %.0f s (LOOM_TIMEOUT) waiting for %s "
-                            "in shared memory",
-                            what, comm->timeout, loom_comm_describe(comm, s->ranks[j]));
+    char waiting[300];
+    snprintf(waiting, sizeof waiting, "for %s in shared memory",
+             loom_comm_describe(comm, s->ranks[j]));
+    struct loom_wait lw = {.since_ns = start_ns, .stall_warned = x->stall_warned};
+    loom_result_t tres = loom_wait_check(&lw, comm, x->op, loom_now_ns(), waiting,
+                                         s->ranks[j]);
+    x->stall_warned = lw.stall_warned;
+    if (tres < 0) {
         loom_shm_mark_failed(x, s->ranks[j]);
-        return LOOM_ERROR_TIMEOUT;
+        return tres;
     }
     return LOOM_SUCCESS;
 }

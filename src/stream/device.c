@@ -2,7 +2,7 @@
 #include "build_config.h"
 
 #include "config.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device)
 {

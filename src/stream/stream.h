@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 /* Host staging of one stream: one allocation from the adapter (stage_alloc,
  * or malloc for synchronous copy hooks) cut into nslots slots, reused by

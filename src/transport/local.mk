@@ -2,8 +2,6 @@
 libloom_core_la_SOURCES += \
 	src/transport/transport.h \
 	src/transport/registry.c \
-	src/transport/net.h \
-	src/transport/net.c \
 	src/transport/tcp_frame.h \
 	src/transport/tcp_check.h \
 	src/transport/tcp_check.c \

@@ -7,7 +7,7 @@
 #include "loom.h"
 #include "auth.h"
 
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/tcp_frame.h"
 
 void loom_tcp_frame_encode(const struct loom_tcp_frame *f, uint8_t *out)

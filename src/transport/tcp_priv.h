@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/tcp_frame.h"
 #include "transport/transport.h"
 

@@ -32,7 +32,14 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "core/op.h"  /* enum loom_mem_type */
+
+/* Where an op's buffers live: host memory the CPU reads, or device memory
+ * reached through a stream adapter's staging hooks. */
+enum loom_mem_type {
+    LOOM_MEM_HOST = 0,
+    LOOM_MEM_DEVICE = 1
+};
+
 
 struct loom_oob;      /* bootstrap/oob.h: out-of-band exchange with any rank */
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/tcp_check.h"
 #include "transport/tcp_frame.h"
 

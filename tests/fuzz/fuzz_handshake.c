@@ -15,7 +15,7 @@
 #include "loom.h"
 #include "auth.h"
 #include "bootstrap/boot_wire.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/tcp_frame.h"
 
 static void fail_if(int cond)

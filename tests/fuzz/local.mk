@@ -6,9 +6,9 @@ if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz_ranktable
 tests_fuzz_fuzz_ranktable_SOURCES = tests/fuzz/fuzz_ranktable.c \
 	$(LOOM_RANKTABLE_SOURCES) \
-	src/core/result.c \
-	src/core/config.c \
-	src/core/log.c
+	src/base/result.c \
+	src/base/config.c \
+	src/base/log.c
 tests_fuzz_fuzz_ranktable_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_ranktable_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_ranktable_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
@@ -19,10 +19,10 @@ noinst_PROGRAMS += tests/fuzz/fuzz_frame
 tests_fuzz_fuzz_frame_SOURCES = tests/fuzz/fuzz_frame.c \
 	src/transport/tcp_frame.c \
 	src/transport/tcp_check.c \
-	src/core/auth.c \
-	src/core/result.c \
-	src/core/config.c \
-	src/core/log.c
+	src/base/auth.c \
+	src/base/result.c \
+	src/base/config.c \
+	src/base/log.c
 tests_fuzz_fuzz_frame_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS)
 tests_fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_frame_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
@@ -33,10 +33,10 @@ noinst_PROGRAMS += tests/fuzz/fuzz_handshake
 tests_fuzz_fuzz_handshake_SOURCES = tests/fuzz/fuzz_handshake.c \
 	src/bootstrap/boot_wire.c \
 	src/transport/tcp_frame.c \
-	src/core/auth.c \
-	src/core/result.c \
-	src/core/config.c \
-	src/core/log.c
+	src/base/auth.c \
+	src/base/result.c \
+	src/base/config.c \
+	src/base/log.c
 tests_fuzz_fuzz_handshake_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS)
 tests_fuzz_fuzz_handshake_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_handshake_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "net/net.h"
 
 /* A port for rank 0 to listen on, outside the kernel's ephemeral range: a
  * port-0 probe would hand out one that any connection made meanwhile (by

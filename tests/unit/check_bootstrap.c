@@ -22,7 +22,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/boot_wire.h"
 #include "bootstrap/oob.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "mp_util.h"
 
 #define MAXR 32

@@ -23,7 +23,7 @@
 #include "auth.h"
 #include "config.h"
 #include "bootstrap/bootstrap.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/tcp_check.h"
 #include "transport/tcp_frame.h"
 #include "transport/tcp_priv.h"
@@ -1140,7 +1140,9 @@ START_TEST(test_key_refused)
     double t0 = mp_now();
     unsigned failed = mp_run(3, all_to_all_main, j, 20.0, 0);
     ck_assert_uint_eq(failed, 7);
-    ck_assert_double_lt(mp_now() - t0, 5.0);
+    /* well before the 20 s the ranks would otherwise wait (a loaded machine
+     * has taken 10 s) */
+    ck_assert_double_lt(mp_now() - t0, 15.0);
     /* Rank 2 hears from whichever of ranks 0 and 1 answers first. */
     ck_assert_msg(strstr(rank_err(j, 2), "rank ") &&
                       strstr(rank_err(j, 2), " (127.0.0.1:") &&

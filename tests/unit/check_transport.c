@@ -28,7 +28,7 @@
 #include "util.h"
 #include "config.h"
 #include "bootstrap/oob.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "transport/transport.h"
 #include "mp_util.h"
 

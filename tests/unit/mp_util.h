@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "net/net.h"
 
 typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
 

@@ -1,4 +1,5 @@
-/* net.h - socket address helpers shared by the tcp transport and bootstrap.
+/* net.h - sockets and addresses (the net layer, under bootstrap and the
+ * transports).
  *
  * Addresses travel as a fixed 20-byte "wire address": family (1 byte: 4 or
  * 6), a pad byte, the port in network order (2 bytes) and 16 address bytes
@@ -6,12 +7,12 @@
 #ifndef LOOM_NET_H
 #define LOOM_NET_H
 
-#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include "loom.h"
+#include "wire.h"
 
 #define LOOM_NET_WIRE_ADDR_LEN 20
 /* "[ffff:...:ffff]:65535" fits with room to spare. */
@@ -41,40 +42,22 @@ void loom_net_set_nodelay(int fd);
  * (only a tuning hint). */
 void loom_net_set_sndbuf(int fd, size_t bytes);
 
-/* Little-endian field codecs for wire headers: one unaligned load or store
- * each (memcpy plus a byte swap on big-endian hosts), not a byte loop. */
-static inline void loom_put_le16(uint8_t *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, sizeof v);
-}
-static inline void loom_put_le32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, sizeof v);
-}
-static inline void loom_put_le64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, sizeof v);
-}
-static inline uint16_t loom_get_le16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return le16toh(v);
-}
-static inline uint32_t loom_get_le32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return le32toh(v);
-}
-static inline uint64_t loom_get_le64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return le64toh(v);
-}
+/* The local address (numeric) this host would use to reach host:port
+ * (connect a UDP socket, nothing is sent; getsockname), or, when ifname_spec
+ * is non-empty, the first address of an interface matching it (NCCL syntax:
+ * "eth" prefix, "^lo" not, "=eth0" exact, comma lists). */
+loom_result_t loom_net_local_addr(const char *host, int port,
+                                  const char *ifname_spec, char *out,
+                                  size_t outlen, char *err, size_t errlen);
+
+/* A port base for a job on this host: base..base+nports-1 can each be
+ * bound on 127.0.0.1 now, and lie outside the kernel's ephemeral range
+ * (net.ipv4.ip_local_port_range), so no connect() or port-0 listener on
+ * this host can take one of them between this check and the job's listen.
+ * Random among such bases, to keep concurrent jobs apart; 0 if none found
+ * or nports is not in 1..4096. Where the ephemeral range leaves no room
+ * (it covers 10000..65535), any free base from 1024 is taken instead.
+ * For launchers and tests that choose rank 0's port (loom-run). */
+int loom_net_pick_port_base(int nports);
 
 #endif

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "transport/net.h"
+#include "net/net.h"
 
 loom_result_t loom_net_parse(const char *addr, int port,
                              struct sockaddr_storage *ss, socklen_t *sslen)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "loom.h"
+#include "transport/transport.h"
 
 enum loom_op_kind {
     LOOM_OP_ALLREDUCE = 0,
@@ -22,12 +23,6 @@ enum loom_op_kind {
     LOOM_OP_KIND_COUNT /* at most 16: the fingerprint keeps 4 bits */
 };
 
-/* Where an op's buffers live: host memory the CPU reads, or device memory
- * reached through a stream adapter's staging hooks. */
-enum loom_mem_type {
-    LOOM_MEM_HOST = 0,
-    LOOM_MEM_DEVICE = 1
-};
 
 /* One call: the descriptor every entry point packs (one enqueue path,
  * validated once). */

@@ -42,6 +42,10 @@ struct loom_comm {
     int device_id;                /* rank table's device_id of this rank;
                                      -1 without a table (split: the parent's) */
     void *shm;                    /* shared-memory state (src/shm), or NULL  */
+    /* With several servers in shared memory: the ranks of the same local
+     * index on every server (coll/hier.c), made by core. */
+    struct loom_comm *hier_sub;
+    int no_shm;                   /* set up no shared memory (hier_sub itself) */
 
     /* tuning, from the configuration at creation */
     size_t chunk_size;
@@ -100,19 +104,6 @@ loom_result_t loom_comm_error(struct loom_comm *comm);
 
 /* "rank 3 (server 127.0.0.1, 127.0.0.1:29603)" */
 const char *loom_comm_describe(void *comm, int rank);
-
-/* Validate, number and run or enqueue an op (the one enqueue path). */
-loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op);
-
-/* The internal service path: a blocking collective for Loom's own set-up
- * (topology, shared memory, split) that runs in order with the user's calls
- * but takes no user sequence number (op->internal). */
-loom_result_t loom_comm_internal(struct loom_comm *comm, enum loom_op_kind kind,
-                                 const void *sendbuf, void *recvbuf, uint64_t count,
-                                 loom_dtype_t dtype, loom_redop_t op);
-
-/* Build a communicator from a connected transport (takes ownership). */
-loom_result_t loom_comm_start(struct loom_comm *comm);
 
 /* Scratch buffer of at least bytes (grown as needed). */
 void *loom_comm_scratch(struct loom_comm *comm, size_t bytes);

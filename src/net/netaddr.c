@@ -13,8 +13,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "bootstrap/bootstrap.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "util.h"
 
 /* Does name match spec? "eth,ib" prefixes, "^lo,docker" excludes those

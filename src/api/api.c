@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "core.h"
 #include "util.h"
 
 static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)

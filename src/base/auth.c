@@ -19,7 +19,7 @@
 #include "log.h"
 #include "config.h"
 #include "auth.h"
-#include "transport/net.h"
+#include "wire.h"
 
 #define AUTH_LABEL "loom-v1"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "transport/net.h"
+#include "wire.h"
 #include "config.h"
 #include "trace.h"
 #include "util.h"
