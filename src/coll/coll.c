@@ -270,6 +270,8 @@ loom_result_t loom_allreduce_begin(struct loom_comm *comm, struct loom_op *op,
 
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
 {
+    if (loom_coll_is_ext(op))
+        return loom_coll_run_ext(comm, op); /* group_run.c */
     enum loom_algo a = loom_coll_select(comm, op);
     if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) {
         int handled = 0;

@@ -85,6 +85,7 @@ static void comm_free(struct loom_comm *comm)
     if (!comm)
         return;
     loom_shm_destroy(comm);
+    loom_coll_ext_free(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
     if (comm->wake_fd >= 0)

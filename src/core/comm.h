@@ -37,6 +37,7 @@ struct loom_comm {
     int *server_of;               /* rank table's server index of each rank;
                                      NULL for tcp:// and split communicators */
     void *shm;                    /* shared-memory state (src/shm), or NULL  */
+    struct loom_coll_ext *ext;    /* p2p numbering, group staging (coll.h)   */
 
     /* tuning, from the configuration at creation */
     size_t chunk_size;

@@ -94,6 +94,7 @@ static void *progress_main(void *arg)
         pthread_mutex_lock(&comm->lock);
         comm->busy = 0;
         if (op->stream) {
+            loom_op_release(op);
             free(op);
         } else {
             op->result = res;
@@ -135,7 +136,11 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
         pthread_mutex_unlock(&comm->lock);
         return err;
     }
-    op->seq = ++comm->next_seq;
+    /* point-to-point takes no call number (it is numbered per peer when it
+     * runs); a group takes one per collective run */
+    uint32_t nseqs = loom_op_nseqs(op);
+    op->seq = nseqs ? comm->next_seq + 1 : 0;
+    comm->next_seq += nseqs;
     op->done = 0;
     loom_trace_enqueue(comm, op);
     if (!op->stream) {
@@ -158,14 +163,14 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     }
     struct loom_op *q = malloc(sizeof *q);
     if (!q) {
-        comm->next_seq--;
+        comm->next_seq -= nseqs;
         pthread_mutex_unlock(&comm->lock);
         return LOOM_ERROR_NO_MEMORY;
     }
     *q = *op;
     loom_result_t res = loom_stream_enqueue(q->stream, q);
     if (res < 0) {
-        comm->next_seq--;
+        comm->next_seq -= nseqs;
         pthread_mutex_unlock(&comm->lock);
         free(q);
         return res;

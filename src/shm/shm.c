@@ -11,8 +11,8 @@
 int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op)
 {
     const struct loom_shm *s = comm->shm;
-    if (!s || (unsigned)op->kind >= LOOM_OP_KIND_COUNT)
-        return 0;
+    if (!s || op->kind > LOOM_OP_BARRIER)
+        return 0; /* no engine here for the kinds after it */
     int forced = comm->algo_forced[op->kind];
     if (s->force[op->kind] < 0 ||
         (forced != LOOM_ALGO_AUTO && forced != LOOM_ALGO_SHM && forced != LOOM_ALGO_HIER))
@@ -48,6 +48,12 @@ loom_result_t loom_shm_inter(struct loom_shm_ctx *x, struct loom_comm *sub, void
         loom_shm_mark_failed(x, -1);
     }
     return res;
+}
+
+void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op)
+{
+    if (comm->shm)
+        loom_shm_publish_call(comm->shm, op);
 }
 
 loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op, int *handled)

@@ -34,6 +34,10 @@ int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op);
 loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op,
                                 int *handled);
 
+/* Announce op, which runs over the network (alltoall, gather, scatter),
+ * so that a local rank waiting here in another call can name it. */
+void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op);
+
 /* The algorithm name loom_shm_coll_run uses for op ("shm", "hier"), or
  * NULL when it would not run op: for the selection log line. */
 const char *loom_shm_algo_name(const struct loom_comm *comm,
