@@ -10,6 +10,10 @@ libloom_core_la_SOURCES += \
 	src/core/comm.c \
 	src/core/queue.c \
 	src/core/api.c \
+	src/core/group.h \
+	src/core/group.c \
+	src/core/redop.h \
+	src/core/redop.c \
 	src/core/auth.h \
 	src/core/auth.c \
 	src/core/trace.h \

@@ -61,7 +61,8 @@ LOOM_API loom_result_t loom_stream_synchronize(loom_stream_t s)
     if (!s)
         return LOOM_ERROR_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->lock);
-    while (s->noutstanding)
+    /* and until the requests' callbacks have returned */
+    while (s->noutstanding || s->callbacks_running)
         pthread_cond_wait(&s->cv, &s->lock);
     loom_result_t res = s->err;
     s->err = LOOM_SUCCESS;
@@ -131,11 +132,19 @@ static void op_regions(const struct loom_op *op, int nranks, int rank,
     switch (op->kind) {
     case LOOM_OP_ALLGATHER: *sbytes = c * e; *rbytes = (size_t)nranks * c * e; break;
     case LOOM_OP_REDUCE_SCATTER: *sbytes = (size_t)nranks * c * e; *rbytes = c * e; break;
-    case LOOM_OP_BARRIER: *sbytes = *rbytes = 0; break;
-    case LOOM_OP_REDUCE:
+    case LOOM_OP_BARRIER: case LOOM_OP_GROUP: *sbytes = *rbytes = 0; break;
+    case LOOM_OP_REDUCE: case LOOM_OP_GATHER:
         *sbytes = c * e;
-        *rbytes = rank == op->root ? c * e : 0;
+        *rbytes = rank == op->root ? (op->kind == LOOM_OP_GATHER ? (size_t)nranks : 1) * c * e
+                                   : 0;
         break;
+    case LOOM_OP_SCATTER:
+        *sbytes = rank == op->root ? (size_t)nranks * c * e : 0;
+        *rbytes = c * e;
+        break;
+    case LOOM_OP_ALLTOALL: *sbytes = *rbytes = (size_t)nranks * c * e; break;
+    case LOOM_OP_SEND: *sbytes = c * e; *rbytes = 0; break;
+    case LOOM_OP_RECV: *sbytes = 0; *rbytes = c * e; break;
     default: *sbytes = *rbytes = c * e; break;
     }
 }
@@ -149,6 +158,16 @@ static loom_result_t stage_in(struct loom_stream *s, struct loom_op *op, int nra
                               int rank, struct loom_stage *st)
 {
     size_t sb, rb;
+    if (op->kind == LOOM_OP_GROUP) {
+        /* staging is per buffer; a group's buffers must be the host's */
+        for (int i = 0; i < op->nsubs; i++) {
+            op_regions(&op->subs[i], nranks, rank, &sb, &rb);
+            if ((sb && is_dev(s, op->subs[i].sendbuf)) ||
+                (rb && is_dev(s, op->subs[i].recvbuf)))
+                return LOOM_ERROR_NOT_SUPPORTED;
+        }
+        return LOOM_SUCCESS;
+    }
     op_regions(op, nranks, rank, &sb, &rb);
     int dsend = sb && is_dev(s, op->sendbuf);
     int drecv = rb && is_dev(s, op->recvbuf);
@@ -246,8 +265,11 @@ void loom_stream_op_end(struct loom_stream *s, struct loom_op *op,
         s->err_ticket = op->ticket;
         s->err = res;
     }
+    struct loom_request *done = s->req_head ? loom_request_take_done(s) : NULL;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->lock);
+    if (done)
+        loom_request_finish(s, done);
 }
 
 /* ---- events ------------------------------------------------------------ */

@@ -19,7 +19,17 @@ struct loom_stream {
     size_t noutstanding, cap;
     uint64_t err_ticket;        /* ticket of the first failed op (0: none)  */
     loom_result_t err;
+    /* requests not complete yet, ascending tickets (request.c) */
+    struct loom_request *req_head, *req_tail;
+    int callbacks_running;      /* taken off the list, callback not returned */
 };
+
+/* With s->lock held, after a ticket retired: take off s's list the
+ * requests now complete (their result set), to be finished by
+ * loom_request_finish once the lock is released. */
+struct loom_request *loom_request_take_done(struct loom_stream *s);
+/* Run their callbacks, free the ones freed meanwhile. No lock held. */
+void loom_request_finish(struct loom_stream *s, struct loom_request *list);
 
 /* Caller's thread, at enqueue: ticket, "inputs ready" mark, the user's
  * stream made to wait. */
