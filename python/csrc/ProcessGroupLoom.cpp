@@ -1,6 +1,8 @@
 // ProcessGroupLoom.cpp - each torch.distributed call mapped once onto Loom.
 #include "ProcessGroupLoom.hpp"
 
+#include <pthread.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -300,6 +302,7 @@ void ProcessGroupLoom::handOver(c10::intrusive_ptr<WorkLoom> work, bool wake) {
 }
 
 void ProcessGroupLoom::completionLoop() {
+  pthread_setname_np(pthread_self(), "loom-torch-done");  // for tests and debuggers
   std::unique_lock<std::mutex> lock(doneMutex_);
   for (;;) {
     // works nobody waits on are swept now and then; those with a future

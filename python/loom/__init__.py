@@ -280,7 +280,7 @@ def get_unique_id():
     with init(unique_id=...)."""
     uid = _lib.UniqueId()
     _check(lib.loom_get_unique_id(ctypes.byref(uid)))
-    return bytes(uid.internal)
+    return ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES)  # NULs too
 
 
 def init(init_method=None, size=-1, rank=-1, ranktable=None, unique_id=None):
@@ -298,7 +298,7 @@ def init(init_method=None, size=-1, rank=-1, ranktable=None, unique_id=None):
             raise ValueError("loom: a unique id has %d bytes, not %d"
                              % (_lib.UNIQUE_ID_BYTES, len(unique_id)))
         uid = _lib.UniqueId()
-        uid.internal = bytes(unique_id)
+        ctypes.memmove(ctypes.addressof(uid), bytes(unique_id), _lib.UNIQUE_ID_BYTES)
         res = lib.loom_comm_init_rank(ctypes.byref(h), size, ctypes.byref(uid), rank)
     elif ranktable is not None:
         res = lib.loom_comm_init_ranktable(str(ranktable).encode(), rank, ctypes.byref(h))
