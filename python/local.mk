@@ -20,7 +20,7 @@ all-local: python/.built
 LOOM_PY_OUT = python/.built
 if HAVE_TORCH
 LOOM_TORCH_EXT = python/loom/torch/_c10d$(TORCH_EXT_SUFFIX)
-LOOM_TORCH_CXX = $(CXX) -std=gnu++14 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter \
+LOOM_TORCH_CXX = $(CXX) -std=gnu++14 -O2 -g -fPIC $(LOOM_WARN_CXXFLAGS) \
 	-I$(top_srcdir)/include $(TORCH_CPPFLAGS)
 # libloom is not linked: loom/__init__.py loads it with RTLD_GLOBAL first
 python/csrc/ProcessGroupLoom.o: $(srcdir)/python/csrc/ProcessGroupLoom.cpp \
@@ -76,4 +76,4 @@ endif
 # bounds their time). They SKIP without the package, numpy, pytest or (for
 # the backend) torch.
 TESTS += python/tests/run.sh
-AM_TESTS_ENVIRONMENT += LOOM_PYTHON3='$(PYTHON3)'; export LOOM_PYTHON3;
+AM_TESTS_ENVIRONMENT += PYTHON3='$(PYTHON3)'; export PYTHON3;

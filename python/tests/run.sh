@@ -2,7 +2,7 @@
 # run.sh - make check's entry to the Python package's tests (pytest). SKIPs
 # (77) when the package was not built (no shared library, no Python) or when
 # numpy or pytest are missing; the backend's cases skip without torch.
-py=${LOOM_PYTHON3:-/usr/bin/python3}
+py=${PYTHON3:-/usr/bin/python3}
 b=${LOOM_BUILDDIR:-.}
 s=${LOOM_SRCDIR:-.}
 if [ ! -f "$b/python/loom/_paths.py" ]; then

@@ -28,17 +28,10 @@ def run(scenario, n, tmp_path, timeout=180):
     assert ok, "%s with %d ranks failed (outputs above)" % (scenario, n)
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_collectives(n, tmp_path):
-    run("collectives", n, tmp_path)
-
-
-def test_async_work_and_futures(tmp_path):
-    run("async", 2, tmp_path)
-
-
-def test_errors(tmp_path):
-    run("errors", 2, tmp_path)
+def test_collectives_async_work_and_errors(tmp_path):
+    # one job: every collective and dtype, async work and futures, then
+    # argument errors and a mismatch (torch_ranks.s_all)
+    run("all", 3, tmp_path)
 
 
 def test_init_methods_and_groups(tmp_path):
