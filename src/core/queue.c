@@ -57,6 +57,8 @@ static void *progress_main(void *arg)
 {
     struct loom_comm *comm = arg;
     loom_log_set_rank(comm->rank);
+    /* named for debuggers, top -H and the perf tools' per-thread CPU time */
+    pthread_setname_np(pthread_self(), "loom-progress");
     pthread_mutex_lock(&comm->lock);
     for (;;) {
         if (!comm->head) {
