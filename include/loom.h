@@ -451,8 +451,11 @@ LOOM_API loom_result_t loom_event_destroy(loom_event_t event);
  * the stream's last synchronize (as an event's).
  *
  * fn (may be NULL) is called exactly once, with arg and the result, by the
- * thread that completes the last of those calls: Loom's progress thread,
- * or loom_request_create itself when they are already complete. It must
+ * thread that completes the last of those calls: Loom's progress thread, a
+ * thread in loom_request_wait (which runs calls still queued itself rather
+ * than wake the progress thread: a call waited for at once costs no
+ * hand-off), or loom_request_create itself when they are already complete.
+ * It must
  * be short and must not call Loom (hand the news to a thread of your own,
  * as the PyTorch backend does). loom_stream_synchronize returns once the
  * callbacks of the calls it waited for have returned. A request may be

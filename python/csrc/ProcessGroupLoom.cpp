@@ -174,6 +174,15 @@ std::exception_ptr WorkLoom::exception() const {
 std::vector<at::Tensor> WorkLoom::result() { return outputs_; }
 
 bool WorkLoom::wait(std::chrono::milliseconds timeout) {
+  loom_request_t req;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    req = loomDone_ ? nullptr : request_;
+  }
+  // Loom runs the call on this thread if it is still queued (no hand-off
+  // to its progress thread); the callback then runs here too
+  if (req && timeout == kNoTimeout)
+    loom_request_wait(req);
   std::unique_lock<std::mutex> lock(mutex_);
   auto loomOrDone = [&] { return loomDone_ || completed_; };
   if (timeout == kNoTimeout) {

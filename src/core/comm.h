@@ -89,6 +89,11 @@ const char *loom_comm_describe(void *comm, int rank);
 /* Validate, number and run or enqueue an op (the one enqueue path). */
 loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op);
 
+/* A thread waiting for queued work runs the op at the head itself when no
+ * one is running one (as the blocking path does), instead of paying for a
+ * hand-off to the progress thread. Returns 1 when it ran an op. */
+int loom_comm_help(struct loom_comm *comm);
+
 /* Build a communicator from a connected transport (takes ownership). */
 loom_result_t loom_comm_start(struct loom_comm *comm);
 

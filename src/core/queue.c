@@ -108,6 +108,38 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
+int loom_comm_help(struct loom_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    struct loom_op *op = comm->head;
+    if (!op || comm->busy || comm->stop) {
+        pthread_mutex_unlock(&comm->lock);
+        return 0;
+    }
+    comm->head = op->next;
+    if (!comm->head)
+        comm->tail = NULL;
+    comm->busy = 1;
+    pthread_mutex_unlock(&comm->lock);
+
+    loom_result_t res = execute(comm, op);
+
+    pthread_mutex_lock(&comm->lock);
+    comm->busy = 0;
+    if (op->stream) {
+        loom_op_release(op);
+        free(op);
+    } else {
+        op->result = res;
+        op->done = 1;
+        pthread_cond_broadcast(&comm->done_cv);
+    }
+    if (comm->head)
+        pthread_cond_signal(&comm->work_cv);
+    pthread_mutex_unlock(&comm->lock);
+    return 1;
+}
+
 loom_result_t loom_comm_start(struct loom_comm *comm)
 {
     if (pthread_create(&comm->thread, NULL, progress_main, comm) != 0) {
@@ -171,6 +203,8 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     }
     *q = *op;
     loom_result_t res = loom_stream_enqueue(q->stream, q);
+    if (res == LOOM_SUCCESS) /* whom a waiter on the stream may help */
+        __atomic_store_n(&q->stream->hint_comm, comm, __ATOMIC_RELEASE);
     if (res < 0) {
         comm->next_seq -= nseqs;
         pthread_mutex_unlock(&comm->lock);

@@ -138,11 +138,26 @@ LOOM_API loom_result_t loom_request_wait(loom_request_t r)
     if (__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE)
         return r->result;
     struct loom_stream *s = r->stream;
-    pthread_mutex_lock(&s->lock);
-    while (!(__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE))
-        pthread_cond_wait(&s->cv, &s->lock);
-    pthread_mutex_unlock(&s->lock);
-    return r->result;
+    for (;;) {
+        /* run queued ops here rather than wake the progress thread: a call
+         * waited for at once then costs no hand-off. While r is pending an
+         * op of s is, so hint_comm (its communicator or a later op's) is
+         * alive. */
+        struct loom_comm *c = __atomic_load_n(&s->hint_comm, __ATOMIC_ACQUIRE);
+        if (c && loom_comm_help(c)) {
+            if (__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE)
+                return r->result;
+            continue;
+        }
+        pthread_mutex_lock(&s->lock);
+        /* the op is running elsewhere (or r is done): sleep until an op of
+         * s ends, then look again */
+        if (!(__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE))
+            pthread_cond_wait(&s->cv, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+        if (__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE)
+            return r->result;
+    }
 }
 
 LOOM_API loom_result_t loom_request_free(loom_request_t r)

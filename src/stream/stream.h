@@ -22,6 +22,9 @@ struct loom_stream {
     /* requests not complete yet, ascending tickets (request.c) */
     struct loom_request *req_head, *req_tail;
     int callbacks_running;      /* taken off the list, callback not returned */
+    /* the communicator of the last op enqueued (atomic): request waiters
+     * help it (loom_comm_help); alive while an op of this stream is pending */
+    struct loom_comm *hint_comm;
 };
 
 /* With s->lock held, after a ticket retired: take off s's list the
