@@ -29,7 +29,7 @@ const char *loom_algo_name(enum loom_algo algo)
 int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
 {
     if (a == LOOM_ALGO_SHM)
-        return (unsigned)k < LOOM_OP_KIND_COUNT;
+        return (unsigned)k <= LOOM_OP_BARRIER; /* the shared-memory engine's */
     if (a == LOOM_ALGO_HIER)
         return k == LOOM_OP_ALLREDUCE;
     switch (k) {
