@@ -7,7 +7,7 @@ group, gloo a group of the same ranks beside it).
     python3 perf/torch_bench.py --nprocs 4 --what allreduce --max 16M
 
 (a) allreduce: dist.all_reduce of float32 tensors from --min to --max bytes
-    (x8 steps, plus 4 KiB and 64 KiB, the targets' edges), time per call;
+    (x4 steps, plus 4 KiB, 64 KiB and --max), time per call;
 (b) ddp: DistributedDataParallel training step time of a ~25M-parameter MLP
     (bandwidth) and of a ~6K-parameter one (latency-bound), and the CPU time
     that Loom's threads (loom-progress, loom-torch-done) and the whole process
@@ -67,8 +67,9 @@ def bench_allreduce(a, groups, rank):
     sizes, b = [], a.min
     while b <= a.max:
         sizes.append(b)
-        b *= 8
-    sizes = sorted(set(sizes + [s for s in (4 << 10, 64 << 10) if a.min <= s <= a.max]))
+        b *= 4
+    extra = [s for s in (4 << 10, 64 << 10, a.max) if a.min <= s <= a.max]
+    sizes = sorted(set(sizes + extra))
     if rank == 0:
         print("\n(a) dist.all_reduce float32, %d ranks, us per call (median of %d "
               "interleaved repetitions, slowest rank)" % (dist.get_world_size(), a.reps))

@@ -42,7 +42,8 @@ python/.built: $(LOOM_PY_SRC) $(LOOM_TORCH_EXT) Makefile
 	if test "$(srcdir)" != "."; then \
 	  for f in $(LOOM_PY_SRC); do cp "$(srcdir)/$$f" "$$f" || exit 1; done; \
 	fi && \
-	echo "LIBDIR = '$(abs_top_builddir)/.libs'" >python/loom/_paths.py && touch $@
+	printf "LIBDIR = '%s'\nWITH_CUDA = %s\n" '$(abs_top_builddir)/.libs' \
+	  '$(LOOM_TORCH_CUDA_PY)' >python/loom/_paths.py && touch $@
 
 install-data-local:
 	$(MKDIR_P) '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch'
@@ -50,7 +51,8 @@ install-data-local:
 	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/'
 	$(INSTALL_DATA) $(srcdir)/python/loom/torch/__init__.py \
 	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch/'
-	echo "LIBDIR = '$(libdir)'" >python/_paths.install && \
+	printf "LIBDIR = '%s'\nWITH_CUDA = %s\n" '$(libdir)' '$(LOOM_TORCH_CUDA_PY)' \
+	  >python/_paths.install && \
 	$(INSTALL_DATA) python/_paths.install '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/_paths.py'
 if HAVE_TORCH
 	$(INSTALL_PROGRAM) $(LOOM_TORCH_EXT) '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch/'

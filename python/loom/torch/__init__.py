@@ -18,7 +18,16 @@ import torch.distributed as dist
 
 import loom  # loads libloom, whose symbols the extension uses
 
-from . import _c10d
+try:
+    from loom import _paths
+except ImportError:  # LOOM_LIBRARY names the library; no CUDA path then
+    _paths = None
+if _paths is not None and getattr(_paths, "WITH_CUDA", False):
+    # built for CUDA tensors: loom_stream_create_cuda comes from libloom_cuda
+    import ctypes
+    ctypes.CDLL(os.path.join(_paths.LIBDIR, "libloom_cuda.so"), mode=ctypes.RTLD_GLOBAL)
+
+from . import _c10d  # noqa: E402
 
 with_cuda = _c10d.with_cuda
 
