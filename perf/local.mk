@@ -49,3 +49,7 @@ perf/loom-perf-plot: $(srcdir)/perf/plot
 TESTS += tests/integration/test_perf.sh
 EXTRA_DIST += tests/integration/test_perf.sh
 EXTRA_DIST += docs/perf.md
+
+# perf/torch_bench.py: torch.distributed backend loom against gloo (issue 19;
+# python3 with torch, not run by make check).
+EXTRA_DIST += perf/torch_bench.py

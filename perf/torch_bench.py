@@ -8,8 +8,10 @@ group, gloo a group of the same ranks beside it).
 
 (a) allreduce: dist.all_reduce of float32 tensors from --min to --max bytes
     (x4 steps, plus 4 KiB, 64 KiB and --max), time per call;
-(b) ddp: DistributedDataParallel training step time of a ~25M-parameter MLP
-    (bandwidth) and of a ~6K-parameter one (latency-bound), and the CPU time
+(b) ddp: DistributedDataParallel training step time (forward, backward,
+    SGD step) of a ~25M-parameter MLP, batch 8 per rank (its 100 MB of
+    gradients weigh against the compute), and of a ~6K-parameter one
+    (latency-bound), and the CPU time
     that Loom's threads (loom-progress, loom-torch-done) and the whole process
     take per step.
 For every cell each repetition runs loom then gloo or gloo then loom
@@ -109,7 +111,7 @@ def mlp(sizes):
 
 MODELS = {
     # name: (layer sizes, batch per rank, steps per repetition)
-    "large": ([1024, 4096, 4096, 1024], 32, 4),
+    "large": ([1024, 4096, 4096, 1024], 8, 4),
     "small": ([32, 64, 64, 1], 16, 100),
 }
 
@@ -124,6 +126,8 @@ def bench_ddp(a, groups, rank):
                                                     "loom thr cpu", "proc cpu loom",
                                                     "proc cpu gloo"))
     for name, (sizes, batch, steps) in MODELS.items():
+        if name == "large":
+            batch = a.large_batch
         torch.manual_seed(0)
         nparams = sum(p.numel() for p in mlp(sizes).parameters())
         runs = {}
@@ -166,7 +170,9 @@ def bench_ddp(a, groups, rank):
         lo, gl = statistics.median(res["loom"]), statistics.median(res["gloo"])
         if rank == 0:
             print("%-22s %9.2f %9.2f %8.2f %12.2f %12.2f %12.2f"
-                  % ("%s (%.1fM params)" % (name, nparams / 1e6), lo * 1e3, gl * 1e3,
+                  % ("%s (%s, b%d)" % (name,  "%.1fM" % (nparams / 1e6) if nparams > 1e6
+                                          else "%.1fK" % (nparams / 1e3), batch),
+                     lo * 1e3, gl * 1e3,
                      gl / lo, statistics.median(loom_thr) * 1e3,
                      statistics.median(cpu["loom"]) * 1e3,
                      statistics.median(cpu["gloo"]) * 1e3))
@@ -203,6 +209,8 @@ def main():
     p.add_argument("--budget", type=float, default=0.1,
                    help="seconds per cell and repetition (allreduce)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--large-batch", type=int, default=8,
+                   help="batch per rank of the 25M-parameter model (its compute share)")
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
