@@ -235,6 +235,8 @@ loom_result_t loom_coalesce_run(struct loom_comm *comm, struct loom_op *subs, in
                         (size_t)subs[i].count, subs[i].postscale);
         return LOOM_SUCCESS;
     }
+    if (total == 0)
+        return LOOM_SUCCESS; /* an empty allreduce moves nothing, on any rank */
     size_t bytes = (size_t)total * loom_dtype_size(wd);
     int owned;
     char *pack = stage_get(comm, bytes, &owned);

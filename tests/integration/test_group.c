@@ -442,6 +442,14 @@ static int rank_redop(int rank, int n, void *arg)
         free(s);
         free(r);
     }
+    /* empty calls, packed and not: nothing to move, nothing to stage */
+    OK(loom_group_start());
+    OK(loom_allreduce(NULL, NULL, 0, LOOM_BFLOAT16, acc, comm, NULL));
+    OK(loom_allreduce(NULL, NULL, 0, LOOM_BFLOAT16, acc, comm, NULL));
+    OK(loom_group_end());
+    OK(loom_allreduce(NULL, NULL, 0, LOOM_FLOAT16, acc, comm, NULL));
+    OK(loom_reduce_scatter(NULL, NULL, 0, LOOM_FLOAT32, scaled, comm, NULL));
+
     OK(loom_redop_destroy(scaled));
     OK(loom_redop_destroy(avg_scaled));
     OK(loom_redop_destroy(acc));
