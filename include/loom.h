@@ -198,11 +198,15 @@ LOOM_API const char *loom_redop_name(loom_redop_t op);
  *
  * LOOM_ACCUM_FLOAT32, for float16 and bfloat16 (other dtypes ignore it):
  * inputs are widened to float32 once, every partial sum is kept and sent
- * in float32, and each rank rounds its final result once. Results are then
- * the float32 sum (in Loom's order) rounded to the 16-bit type, identical
- * on every rank. It costs a float32 staging buffer of count elements and
- * twice the bytes on the wire; for the small messages of a latency-bound
- * bucket that is nearly free, for large ones it halves the bandwidth. */
+ * in float32, and each element's sum is rounded to the 16-bit type once.
+ * Results are the float32 sum (in Loom's order) rounded, identical on every
+ * rank. Cost: float32 staging of count elements, a pass to widen and one to
+ * round; on the wire, an allreduce of up to 64 KiB of float32 moves the
+ * widened buffer whole (twice the call's bytes, where latency dominates);
+ * a larger one runs as a reduce-scatter of float32 partial sums and an
+ * allgather of the rounded 16-bit results (1.5 times the bytes, and two
+ * collective call numbers). reduce and reduce_scatter move float32 (twice
+ * the bytes). */
 typedef enum loom_accum {
     LOOM_ACCUM_NATIVE = 0,   /* as above: each step rounds                 */
     LOOM_ACCUM_FLOAT32 = 1   /* 16-bit floats summed in float32            */

@@ -14,7 +14,14 @@
  * LOOM_PACK_MAX: packing two 64 KiB halves costs four copies of 64 KiB
  * (~10 us at memory speed here) where a second allreduce of 64 KiB costs a
  * round trip and more (~30-60 us on loopback); beyond it the per-call cost
- * is small next to moving the bytes, and calls run on their own. */
+ * is small next to moving the bytes, and calls run on their own.
+ *
+ * Float32 accumulation of a 16-bit call: up to LOOM_PACK_MAX bytes of
+ * float32 (latency-bound) the widened buffer is allreduced whole, twice the
+ * bytes of the call; above, as a reduce-scatter of float32 partial sums
+ * followed by an allgather of the rounded 16-bit results, 1.5 times the
+ * bytes (a ring allreduce is those two halves, each at the call's size).
+ * That takes two call numbers (loom_coalesce_seqs). */
 #include "build_config.h"
 
 #include <stdlib.h>
@@ -45,6 +52,17 @@ static size_t wire_bytes(const struct loom_op *op)
     return (size_t)op->count * loom_dtype_size(wire_dtype(op));
 }
 
+/* A run of one widened call too large to allreduce whole in float32. */
+static int wide_split(const struct loom_op *subs, int k)
+{
+    return k == 1 && wide(&subs[0]) && wire_bytes(&subs[0]) > LOOM_PACK_MAX;
+}
+
+uint32_t loom_coalesce_seqs(const struct loom_op *subs, int k)
+{
+    return wide_split(subs, k) ? 2 : 1;
+}
+
 int loom_coalesce_len(const struct loom_op *subs, int n)
 {
     const struct loom_op *a = &subs[0];
@@ -70,8 +88,9 @@ uint32_t loom_group_nruns(const struct loom_op *subs, int n)
     while (i < n && loom_op_kind_is_p2p(subs[i].kind))
         i++;
     while (i < n) {
-        i += loom_coalesce_len(subs + i, n - i);
-        runs++;
+        int k = loom_coalesce_len(subs + i, n - i);
+        runs += subs[i].kind == LOOM_OP_ALLREDUCE ? loom_coalesce_seqs(subs + i, k) : 1;
+        i += k;
     }
     return runs;
 }
@@ -190,6 +209,7 @@ static struct loom_op plain(const struct loom_op *op, uint64_t seq)
     sub.accum = LOOM_ACCUM_NATIVE;
     sub.subs = NULL;
     sub.nsubs = 0;
+    sub.nseqs = 1;
     sub.exec = NULL;
     return sub;
 }
@@ -205,9 +225,57 @@ static int adjacent(const struct loom_op *subs, int k)
     return 1;
 }
 
+/* Float32 accumulation of a large 16-bit call: reduce-scatter of float32
+ * partial sums (#seq), each rank rounds its block once, allgather of the
+ * 16-bit blocks (#seq + 1). Blocks are count / n rounded up, the float32
+ * input zero-padded; the allgather lands in the receive buffer itself when
+ * the blocks tile it exactly. */
+static loom_result_t wide_split_run(struct loom_comm *comm, const struct loom_op *a,
+                                    uint64_t seq)
+{
+    uint64_t n = (uint64_t)comm->nranks, me = (uint64_t)comm->rank;
+    uint64_t blk = (a->count + n - 1) / n;
+    size_t es = loom_dtype_size(a->dtype);
+    int padded = blk * n != a->count;
+    size_t fin = (size_t)(n * blk) * 4, fout = (size_t)blk * 4;
+    size_t bytes = fin + fout + (padded ? (size_t)(n * blk) * es : 0);
+    int owned;
+    char *st = stage_get(comm, bytes, &owned);
+    if (!st)
+        return no_memory(comm, a, bytes);
+    float *in = (float *)st, *out = (float *)(st + fin);
+    char *gather = padded ? st + fin + fout : a->recvbuf;
+    convert(in, LOOM_FLOAT32, a->sendbuf, a->dtype, (size_t)a->count, a->prescale);
+    memset(in + a->count, 0, (size_t)(n * blk - a->count) * 4);
+    struct loom_op rs = plain(a, seq);
+    rs.kind = LOOM_OP_REDUCE_SCATTER;
+    rs.sendbuf = in;
+    rs.recvbuf = out;
+    rs.count = blk;
+    rs.dtype = LOOM_FLOAT32;
+    loom_result_t res = loom_coll_run(comm, &rs);
+    if (res == LOOM_SUCCESS) {
+        char *mine = gather + (size_t)(me * blk) * es;
+        convert(mine, a->dtype, out, LOOM_FLOAT32, (size_t)blk, a->postscale);
+        struct loom_op ag = plain(a, seq + 1);
+        ag.kind = LOOM_OP_ALLGATHER;
+        ag.sendbuf = mine; /* in place */
+        ag.recvbuf = gather;
+        ag.count = blk;
+        ag.op = LOOM_SUM;
+        res = loom_coll_run(comm, &ag);
+    }
+    if (res == LOOM_SUCCESS && padded)
+        memcpy(a->recvbuf, gather, (size_t)a->count * es);
+    stage_put(st, owned);
+    return res;
+}
+
 loom_result_t loom_coalesce_run(struct loom_comm *comm, struct loom_op *subs, int k,
                                 uint64_t seq)
 {
+    if (wide_split(subs, k))
+        return wide_split_run(comm, &subs[0], seq);
     const struct loom_op *a = &subs[0];
     loom_dtype_t wd = wire_dtype(a);
     uint64_t total = 0;

@@ -177,6 +177,9 @@ loom_result_t loom_linear_scatter(struct loom_comm *comm, struct loom_op *op);
  * allreduce numbered seq (k == 1: one call with its attributes). */
 uint32_t loom_group_nruns(const struct loom_op *subs, int n);
 int loom_coalesce_len(const struct loom_op *subs, int n);
+/* The call numbers the run subs[0..k) takes: 2 for one float32-accumulated
+ * call large enough to run as a reduce-scatter and an allgather, else 1. */
+uint32_t loom_coalesce_seqs(const struct loom_op *subs, int k);
 loom_result_t loom_coalesce_run(struct loom_comm *comm, struct loom_op *subs, int k,
                                 uint64_t seq);
 /* reduce and reduce_scatter with scaling or float32 accumulation. */

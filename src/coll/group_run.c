@@ -27,13 +27,14 @@ loom_result_t loom_group_run(struct loom_comm *comm, struct loom_op *op)
             return res;
     }
     uint64_t seq = op->seq;
-    for (int i = np; i < n; seq++) {
+    for (int i = np; i < n;) {
         int k = loom_coalesce_len(subs + i, n - i);
         loom_result_t res;
         if (subs[i].kind == LOOM_OP_ALLREDUCE) {
             res = loom_coalesce_run(comm, subs + i, k, seq);
+            seq += loom_coalesce_seqs(subs + i, k);
         } else {
-            subs[i].seq = seq;
+            subs[i].seq = seq++;
             res = loom_coll_run(comm, &subs[i]);
         }
         if (res < 0)

@@ -61,7 +61,8 @@ struct loom_op {
     double prescale, postscale;  /* 1.0: none                              */
     int accum;              /* loom_accum_t                                  */
     /* group: its calls on this communicator, in call order (owned; freed by
-     * loom_op_release), and the collective sequence numbers it takes */
+     * loom_op_release), and the collective sequence numbers it takes (any
+     * op: 0 means 1; api.c sets 2 for a call that runs as two collectives) */
     struct loom_op *subs;
     int nsubs;
     uint32_t nseqs;
@@ -92,7 +93,7 @@ static inline uint32_t loom_op_nseqs(const struct loom_op *op)
 {
     if (loom_op_kind_is_p2p(op->kind))
         return 0;
-    return op->kind == LOOM_OP_GROUP ? op->nseqs : 1;
+    return op->kind == LOOM_OP_GROUP || op->nseqs ? op->nseqs : 1;
 }
 
 /* Free what an op owns beyond itself (a group's calls). */

@@ -404,10 +404,12 @@ static int rank_redop(int rank, int n, void *arg)
     /* float32 accumulation: rank 0 gives 1, the others 2^-8 each. The float32
      * sum is exact, so the reference is it rounded once; bfloat16 steps round
      * every 1 + 2^-8 back to 1 */
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         loom_dtype_t t = k & 1 ? LOOM_FLOAT16 : LOOM_BFLOAT16;
         float tiny = t == LOOM_FLOAT16 ? 1.0f / 2048 : 1.0f / 256;
-        uint64_t c = k < 2 ? 33 : 150001;
+        /* whole in float32; reduce-scatter + allgather with padded blocks;
+         * the same with blocks that tile the buffer (divisible by 2, 3, 4) */
+        uint64_t c = k < 2 ? 33 : k < 4 ? 150001 : 120000;
         uint16_t *s = xmalloc(c * 2), *r = xmalloc(c * 2);
         for (uint64_t e = 0; e < c; e++)
             cc_store_float(s, t, e, rank == 0 ? 1.0 + (double)(e % 5) : tiny * (float)(1 + e % 3));
