@@ -15,9 +15,10 @@ group, gloo a group of the same ranks beside it).
     that Loom's threads (loom-progress, loom-torch-done) and the whole process
     take per step.
 For every cell each repetition runs loom then gloo or gloo then loom
-(alternating), and the slowest rank's time counts; the table gives the
-median repetition and the ratio gloo / loom (> 1: loom faster). The machine's
-other load moves single numbers: read the ratios of several runs.
+(alternating), and the slowest rank's time counts; the tables give the
+median repetition (and for allreduce the best one too) and the ratio
+gloo / loom (> 1: loom faster). Other load on the machine moves single
+numbers a lot: read the ratios of several runs.
 """
 import argparse
 import os
@@ -73,9 +74,10 @@ def bench_allreduce(a, groups, rank):
     extra = [s for s in (4 << 10, 64 << 10, a.max) if a.min <= s <= a.max]
     sizes = sorted(set(sizes + extra))
     if rank == 0:
-        print("\n(a) dist.all_reduce float32, %d ranks, us per call (median of %d "
-              "interleaved repetitions, slowest rank)" % (dist.get_world_size(), a.reps))
-        print("%10s %12s %12s %8s" % ("bytes", "loom", "gloo", "gloo/loom"))
+        print("\n(a) dist.all_reduce float32, %d ranks, us per call (slowest rank; median "
+              "and best of %d interleaved repetitions)" % (dist.get_world_size(), a.reps))
+        print("%10s %10s %10s %8s %10s %10s %8s" % ("bytes", "loom med", "gloo med", "ratio",
+                                                  "loom best", "gloo best", "ratio"))
     for size in sizes:
         t = torch.ones(max(size // 4, 1))
         # calls per repetition: ~a.budget seconds at gloo's speed, 1..2000
@@ -95,8 +97,10 @@ def bench_allreduce(a, groups, rank):
                     dist.all_reduce(t, group=g)
                 res[name].append(slowest((time.perf_counter() - t0) / iters))
         lo, gl = statistics.median(res["loom"]), statistics.median(res["gloo"])
+        lb, gb = min(res["loom"]), min(res["gloo"])
         if rank == 0:
-            print("%10s %12.1f %12.1f %8.2f" % (fmt_size(size), lo * 1e6, gl * 1e6, gl / lo))
+            print("%10s %10.1f %10.1f %8.2f %10.1f %10.1f %8.2f"
+                  % (fmt_size(size), lo * 1e6, gl * 1e6, gl / lo, lb * 1e6, gb * 1e6, gb / lb))
             sys.stdout.flush()
 
 
