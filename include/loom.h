@@ -152,7 +152,17 @@ typedef enum loom_dtype {
 } loom_dtype_t;
 
 /* LOOM_AVG is the sum divided by the number of ranks; for integer types the
- * division truncates toward zero (as C's / does). */
+ * division truncates toward zero (as C's / does).
+ *
+ * float16 and bfloat16 today: every step that combines two values widens
+ * both to float32, combines them and rounds the result back to the 16-bit
+ * type (nearest even) before it is stored or sent on. A sum over n ranks
+ * therefore rounds up to n - 1 times (ring: once per hop; recursive
+ * doubling: log2 n times), and which values are added first depends on
+ * the algorithm, so the last bits may differ from a sum done in float32
+ * and rounded once. LOOM_AVG divides the 16-bit sum (one more rounding).
+ * loom_redop_create() with LOOM_ACCUM_FLOAT32 (below) sums in float32 and
+ * rounds once. */
 typedef enum loom_redop {
     LOOM_SUM = 0,
     LOOM_PROD = 1,
@@ -166,6 +176,53 @@ typedef enum loom_redop {
 LOOM_API size_t loom_dtype_size(loom_dtype_t dtype);
 LOOM_API const char *loom_dtype_name(loom_dtype_t dtype);
 LOOM_API const char *loom_redop_name(loom_redop_t op);
+
+/* Reduction ops with attributes: a sum (or average) that scales, as DDP's
+ * gradient pre-divide, NCCL's premul-sum and Horovod's prescale_factor /
+ * postscale_factor; and float32 accumulation of 16-bit floats. The op
+ * loom_redop_create() returns is used as a loom_redop_t in allreduce,
+ * reduce and reduce_scatter on any communicator; its attributes are read
+ * when a call is issued, so it may be destroyed as soon as the calls that
+ * use it have returned (also stream calls still in flight). Every rank
+ * must pass an op with the same base and accumulation (the scale factors
+ * are each rank's own).
+ *
+ *   result = postscale * SUM_r (prescale * x_r)      (base LOOM_SUM)
+ *   result = postscale * SUM_r (prescale * x_r) / n  (base LOOM_AVG)
+ *
+ * Scaling is for floating-point dtypes (INVALID_ARGUMENT otherwise); it is
+ * done in float32 for 16-bit floats (the product rounded once) and in the
+ * dtype otherwise. prescale costs one pass over the input (it is applied
+ * while the input is copied into the receive buffer, or into Loom's
+ * staging when a group packs calls); postscale one pass over the result.
+ *
+ * LOOM_ACCUM_FLOAT32, for float16 and bfloat16 (other dtypes ignore it):
+ * inputs are widened to float32 once, every partial sum is kept and sent
+ * in float32, and each element's sum is rounded to the 16-bit type once.
+ * Results are the float32 sum (in Loom's order) rounded, identical on every
+ * rank. Cost: float32 staging of count elements, a pass to widen and one to
+ * round; on the wire, an allreduce of up to 64 KiB of float32 moves the
+ * widened buffer whole (twice the call's bytes, where latency dominates);
+ * a larger one runs as a reduce-scatter of float32 partial sums and an
+ * allgather of the rounded 16-bit results (1.5 times the bytes, and two
+ * collective call numbers). reduce and reduce_scatter move float32 (twice
+ * the bytes). */
+typedef enum loom_accum {
+    LOOM_ACCUM_NATIVE = 0,   /* as above: each step rounds                 */
+    LOOM_ACCUM_FLOAT32 = 1   /* 16-bit floats summed in float32            */
+} loom_accum_t;
+
+typedef struct loom_redop_attr {
+    size_t struct_size;      /* sizeof(loom_redop_attr_t): grows compatibly */
+    loom_redop_t base;       /* LOOM_SUM or LOOM_AVG                        */
+    double prescale;         /* inputs multiplied by this first (1.0: none) */
+    double postscale;        /* the result multiplied by this (1.0: none)   */
+    loom_accum_t accumulate;
+} loom_redop_attr_t;
+
+LOOM_API loom_result_t loom_redop_create(const loom_redop_attr_t *attr,
+                                         loom_redop_t *op);
+LOOM_API loom_result_t loom_redop_destroy(loom_redop_t op);
 
 /* ------------------------------------------------------------------------ */
 /* Communicators                                                             */
@@ -274,11 +331,19 @@ LOOM_API loom_result_t loom_reduce(const void *sendbuf, void *recvbuf,
                                    loom_stream_t stream);
 LOOM_API loom_result_t loom_barrier(loom_comm_t comm, loom_stream_t stream);
 
-/* Point-to-point. Not collective: only the two ranks take part. Messages
- * between two ranks match in the order they were issued, by count and
- * dtype (a send whose count or dtype differs from the receive it meets is
- * LOOM_ERROR_MISMATCH naming both calls). Inside a group (below) a rank
- * may post sends and receives to many peers that progress together. */
+/* Point-to-point. Not collective: only the two ranks take part, and the
+ * communicator's collective call numbers do not move (ranks that are not
+ * involved stay in step). Messages between two ranks match in the order
+ * they were issued, by count and dtype (a send whose count or dtype
+ * differs from the receive it meets is LOOM_ERROR_MISMATCH naming both
+ * calls, numbered by their place among the messages between the two).
+ * Between two ranks, sends, receives and collectives travel in one order:
+ * each rank must issue them in an order the other can match (as on one
+ * NCCL stream). Outside a group a call completes on its own: a blocking
+ * send of a large message waits for the receive, so two ranks that send
+ * to each other first must put the pair in a group. Inside a group
+ * (below) a rank may post sends and receives to many peers, itself
+ * included, that progress together. */
 LOOM_API loom_result_t loom_send(const void *buf, uint64_t count,
                                  loom_dtype_t dtype, int peer, loom_comm_t comm,
                                  loom_stream_t stream);
@@ -308,7 +373,27 @@ LOOM_API loom_result_t loom_scatter(const void *sendbuf, void *recvbuf,
  * between loom_group_start and the matching loom_group_end are collected
  * and run as one op per communicator at loom_group_end; the stream and
  * blocking rules apply to that op. Groups nest; only the outermost end
- * runs them. */
+ * runs them.
+ *
+ * Inside a group a call only checks its arguments and returns; buffers
+ * must stay valid until the group has completed. The calls on one
+ * communicator must use one stream (or all NULL). At loom_group_end:
+ *  - the sends and receives of a communicator's group are posted together
+ *    and progress together (any mix of peers, self included: batched
+ *    point-to-point, alltoall-like exchanges);
+ *  - then its collectives run in call order. Consecutive allreduces with
+ *    the same dtype and op coalesce: calls whose buffers are adjacent in
+ *    memory (send and receive) merge into one allreduce with no copy;
+ *    other calls of at most 64 KiB each are packed, up to 64 KiB in all,
+ *    into one allreduce through Loom's staging buffer (the copy costs less
+ *    than a round trip; larger calls run on their own). A bucket of many
+ *    small gradients thus costs one collective. Each run takes one
+ *    collective call number, so every rank must group the same calls.
+ * With stream == NULL loom_group_end blocks until every communicator's op
+ * is done (the communicators progress at once); with a stream it returns
+ * once they are enqueued, in group order. It returns the first error,
+ * whose message is on that communicator. A group whose calls failed
+ * their argument checks runs nothing and returns that error. */
 LOOM_API loom_result_t loom_group_start(void);
 LOOM_API loom_result_t loom_group_end(void);
 
@@ -410,6 +495,33 @@ LOOM_API loom_result_t loom_event_record(loom_event_t event,
 LOOM_API loom_result_t loom_event_query(loom_event_t event);
 LOOM_API loom_result_t loom_event_synchronize(loom_event_t event);
 LOOM_API loom_result_t loom_event_destroy(loom_event_t event);
+
+/* Requests: a handle on the calls enqueued on a stream so far (in practice
+ * the call just issued on it, or a group), that a framework can poll, wait
+ * on, or be called back by. It completes once they have; its result is
+ * LOOM_SUCCESS, or the first error of a call on the stream up to it since
+ * the stream's last synchronize (as an event's).
+ *
+ * fn (may be NULL) is called exactly once, with arg and the result, by the
+ * thread that completes the last of those calls: Loom's progress thread, a
+ * thread in loom_request_wait (which runs calls still queued itself rather
+ * than wake the progress thread: a call waited for at once costs no
+ * hand-off), or loom_request_create itself when they are already complete.
+ * It must
+ * be short and must not call Loom (hand the news to a thread of your own,
+ * as the PyTorch backend does). loom_stream_synchronize returns once the
+ * callbacks of the calls it waited for have returned. A request may be
+ * freed at any time (a pending callback still runs); test and wait need
+ * its stream alive until it is complete. */
+typedef struct loom_request *loom_request_t;
+typedef void (*loom_request_fn)(void *arg, loom_result_t result);
+LOOM_API loom_result_t loom_request_create(loom_stream_t stream,
+                                           loom_request_fn fn, void *arg,
+                                           loom_request_t *request);
+/* LOOM_SUCCESS or the error when complete, LOOM_NOT_READY before. */
+LOOM_API loom_result_t loom_request_test(loom_request_t request);
+LOOM_API loom_result_t loom_request_wait(loom_request_t request);
+LOOM_API loom_result_t loom_request_free(loom_request_t request);
 
 #ifdef __cplusplus
 }

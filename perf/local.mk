@@ -60,3 +60,7 @@ noinst_PROGRAMS += perf/scale_probe
 perf_scale_probe_SOURCES = perf/scale_probe.c
 perf_scale_probe_LDADD = libloom.la
 EXTRA_DIST += perf/scale-growth perf/scale-model perf/scale_bytes.c
+
+# perf/torch_bench.py: torch.distributed backend loom against gloo (issue 19;
+# python3 with torch, not run by make check).
+EXTRA_DIST += perf/torch_bench.py

@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "coll/coll.h"
 #include "comm.h"
 #include "core.h"
+#include "group.h"
+#include "redop.h"
 #include "util.h"
 
 static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
@@ -27,38 +30,87 @@ static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
     return LOOM_ERROR_INVALID_ARGUMENT;
 }
 
-static loom_result_t submit(struct loom_op *op, struct loom_comm *comm,
-                            loom_stream_t stream)
+static int is_float(loom_dtype_t t)
+{
+    return t == LOOM_FLOAT16 || t == LOOM_BFLOAT16 || t == LOOM_FLOAT32 ||
+           t == LOOM_FLOAT64;
+}
+
+static int has_root(enum loom_op_kind k)
+{
+    return k == LOOM_OP_BROADCAST || k == LOOM_OP_REDUCE || k == LOOM_OP_GATHER ||
+           k == LOOM_OP_SCATTER;
+}
+
+static int reduces(enum loom_op_kind k)
+{
+    return k == LOOM_OP_ALLREDUCE || k == LOOM_OP_REDUCE || k == LOOM_OP_REDUCE_SCATTER;
+}
+
+/* Which of the two buffers this rank's part of op reads / writes. */
+static void needs(const struct loom_comm *comm, const struct loom_op *op, int *send,
+                  int *recv)
+{
+    int root = comm->rank == op->root;
+    *send = *recv = 1;
+    switch (op->kind) {
+    case LOOM_OP_REDUCE: case LOOM_OP_GATHER: *recv = root; break;
+    case LOOM_OP_SCATTER: *send = root; break;
+    case LOOM_OP_SEND: *recv = 0; break;
+    case LOOM_OP_RECV: *send = 0; break;
+    default: break;
+    }
+}
+
+/* redop: the caller's loom_redop_t, resolved here (reducing kinds). */
+static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
+                            struct loom_comm *comm, loom_stream_t stream)
 {
     const char *name = loom_op_kind_name(op->kind);
+    op->prescale = op->postscale = 1.0;
     if (op->kind != LOOM_OP_BARRIER) {
         if ((unsigned)op->dtype >= LOOM_DTYPE_COUNT)
             return bad(comm, "%s: dtype %d is not a loom_dtype_t", name, (int)op->dtype);
-        if ((op->kind == LOOM_OP_ALLREDUCE || op->kind == LOOM_OP_REDUCE ||
-             op->kind == LOOM_OP_REDUCE_SCATTER) &&
-            (unsigned)op->op >= LOOM_REDOP_COUNT)
-            return bad(comm, "%s: op %d is not a loom_redop_t", name, (int)op->op);
+        if (reduces(op->kind)) {
+            if (loom_redop_resolve(redop, op) != 0)
+                return bad(comm, "%s: op %d is not a loom_redop_t (built in, or live "
+                           "from loom_redop_create)", name, (int)redop);
+            if (op->scaled && !is_float(op->dtype))
+                return bad(comm, "%s: a scaled %s needs a floating-point dtype, not %s",
+                           name, loom_redop_name(op->op), loom_dtype_name(op->dtype));
+        }
         if (op->count > (uint64_t)(SIZE_MAX / 2) / loom_dtype_size(op->dtype) /
                             (uint64_t)comm->nranks)
             return bad(comm, "%s: count %llu is too large", name,
                        (unsigned long long)op->count);
-        if (op->count > 0) {
-            int need_send = 1, need_recv = 1;
-            if (op->kind == LOOM_OP_REDUCE && comm->rank != op->root)
-                need_recv = 0;
-            if (need_send && !op->sendbuf)
-                return bad(comm, "%s: sendbuf is NULL with count %llu", name,
-                           (unsigned long long)op->count);
-            if (need_recv && !op->recvbuf)
-                return bad(comm, "%s: recvbuf is NULL with count %llu", name,
-                           (unsigned long long)op->count);
-        }
-        if ((op->kind == LOOM_OP_BROADCAST || op->kind == LOOM_OP_REDUCE) &&
-            (op->root < 0 || op->root >= comm->nranks))
+        if (has_root(op->kind) && (op->root < 0 || op->root >= comm->nranks))
             return bad(comm, "%s: root %d is not a rank of this communicator (0..%d)",
                        name, op->root, comm->nranks - 1);
+        if (loom_op_kind_is_p2p(op->kind) && (op->peer < 0 || op->peer >= comm->nranks))
+            return bad(comm, "%s: peer %d is not a rank of this communicator (0..%d)",
+                       name, op->peer, comm->nranks - 1);
+        if (op->count > 0) {
+            int need_send, need_recv;
+            needs(comm, op, &need_send, &need_recv);
+            if (need_send && !op->sendbuf)
+                return bad(comm, "%s: %s is NULL with count %llu", name,
+                           op->kind == LOOM_OP_SEND ? "buf" : "sendbuf",
+                           (unsigned long long)op->count);
+            if (need_recv && !op->recvbuf)
+                return bad(comm, "%s: %s is NULL with count %llu", name,
+                           op->kind == LOOM_OP_RECV ? "buf" : "recvbuf",
+                           (unsigned long long)op->count);
+        }
     }
     op->stream = stream;
+    if (op->kind == LOOM_OP_ALLREDUCE) /* float32 sums of large 16-bit calls: 2 */
+        op->nseqs = loom_coalesce_seqs(op, 1);
+    if (loom_group_depth() > 0)
+        return loom_group_add(comm, op);
+    if (loom_op_kind_is_p2p(op->kind) && op->peer == comm->rank)
+        return bad(comm, "%s: a %s to this rank itself completes only inside a group "
+                   "(loom_group_start/end) that also holds its match", name,
+                   op->kind == LOOM_OP_SEND ? "send" : "receive");
     return loom_comm_submit(comm, op);
 }
 
@@ -77,9 +129,8 @@ LOOM_API loom_result_t loom_allreduce(const void *sendbuf, void *recvbuf,
 {
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_ALLREDUCE, .sendbuf = sendbuf,
-                        .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                        .op = op};
-    return submit(&d, comm, stream);
+                        .recvbuf = recvbuf, .count = count, .dtype = dtype};
+    return submit(&d, op, comm, stream);
 }
 
 LOOM_API loom_result_t loom_allgather(const void *sendbuf, void *recvbuf,
@@ -89,7 +140,7 @@ LOOM_API loom_result_t loom_allgather(const void *sendbuf, void *recvbuf,
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_ALLGATHER, .sendbuf = sendbuf,
                         .recvbuf = recvbuf, .count = sendcount, .dtype = dtype};
-    return submit(&d, comm, stream);
+    return submit(&d, LOOM_SUM, comm, stream);
 }
 
 LOOM_API loom_result_t loom_broadcast(void *buf, uint64_t count,
@@ -99,7 +150,7 @@ LOOM_API loom_result_t loom_broadcast(void *buf, uint64_t count,
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_BROADCAST, .sendbuf = buf, .recvbuf = buf,
                         .count = count, .dtype = dtype, .root = root};
-    return submit(&d, comm, stream);
+    return submit(&d, LOOM_SUM, comm, stream);
 }
 
 LOOM_API loom_result_t loom_reduce_scatter(const void *sendbuf, void *recvbuf,
@@ -110,9 +161,8 @@ LOOM_API loom_result_t loom_reduce_scatter(const void *sendbuf, void *recvbuf,
 {
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_REDUCE_SCATTER, .sendbuf = sendbuf,
-                        .recvbuf = recvbuf, .count = recvcount, .dtype = dtype,
-                        .op = op};
-    return submit(&d, comm, stream);
+                        .recvbuf = recvbuf, .count = recvcount, .dtype = dtype};
+    return submit(&d, op, comm, stream);
 }
 
 LOOM_API loom_result_t loom_reduce(const void *sendbuf, void *recvbuf,
@@ -123,13 +173,68 @@ LOOM_API loom_result_t loom_reduce(const void *sendbuf, void *recvbuf,
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_REDUCE, .sendbuf = sendbuf,
                         .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                        .op = op, .root = root};
-    return submit(&d, comm, stream);
+                        .root = root};
+    return submit(&d, op, comm, stream);
 }
 
 LOOM_API loom_result_t loom_barrier(loom_comm_t comm, loom_stream_t stream)
 {
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_BARRIER, .dtype = LOOM_UINT8};
-    return submit(&d, comm, stream);
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_send(const void *buf, uint64_t count,
+                                 loom_dtype_t dtype, int peer, loom_comm_t comm,
+                                 loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    /* root: the sender, as the fingerprint on the wire has it */
+    struct loom_op d = {.kind = LOOM_OP_SEND, .sendbuf = buf, .count = count,
+                        .dtype = dtype, .root = comm->rank, .peer = peer};
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
+                                 int peer, loom_comm_t comm,
+                                 loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    struct loom_op d = {.kind = LOOM_OP_RECV, .recvbuf = buf, .count = count,
+                        .dtype = dtype, .root = peer, .peer = peer};
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_alltoall(const void *sendbuf, void *recvbuf,
+                                     uint64_t count, loom_dtype_t dtype,
+                                     loom_comm_t comm, loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    struct loom_op d = {.kind = LOOM_OP_ALLTOALL, .sendbuf = sendbuf,
+                        .recvbuf = recvbuf, .count = count, .dtype = dtype};
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_gather(const void *sendbuf, void *recvbuf,
+                                   uint64_t sendcount, loom_dtype_t dtype,
+                                   int root, loom_comm_t comm,
+                                   loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    struct loom_op d = {.kind = LOOM_OP_GATHER, .sendbuf = sendbuf,
+                        .recvbuf = recvbuf, .count = sendcount, .dtype = dtype,
+                        .root = root};
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_scatter(const void *sendbuf, void *recvbuf,
+                                    uint64_t recvcount, loom_dtype_t dtype,
+                                    int root, loom_comm_t comm,
+                                    loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    struct loom_op d = {.kind = LOOM_OP_SCATTER, .sendbuf = sendbuf,
+                        .recvbuf = recvbuf, .count = recvcount, .dtype = dtype,
+                        .root = root};
+    return submit(&d, LOOM_SUM, comm, stream);
 }

@@ -168,7 +168,8 @@ static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op);
 
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
 {
-    loom_result_t res = coll_run_algo(comm, op);
+    loom_result_t res = loom_coll_is_ext(op) ? loom_coll_run_ext(comm, op) /* group_run.c */
+                                             : coll_run_algo(comm, op);
     if (res == LOOM_SUCCESS && comm->env_busy)
         res = loom_p2p_env_drain(comm, op);
     return res;

@@ -126,4 +126,62 @@ loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
 int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op);
 loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op);
 
+/* ---- point-to-point calls, alltoall/gather/scatter, groups (issue 19) --- */
+
+/* What these keep per communicator (comm->ext, made on first use, freed
+ * with the communicator). Only the executing thread touches it. */
+struct loom_coll_ext {
+    uint32_t *send_seq;      /* messages sent to each peer so far          */
+    uint32_t *recv_seq;      /* messages received from each peer so far    */
+    uint32_t *sent_desc;     /* fingerprint and count of the last message  */
+    uint64_t *sent_count;    /* sent to each peer, for messages            */
+    void *pack;              /* staging of packed allreduces (coalesce.c)  */
+    size_t pack_size;
+};
+struct loom_coll_ext *loom_coll_ext_get(struct loom_comm *comm);
+void loom_coll_ext_free(struct loom_comm *comm);
+
+/* The kinds and attributes the original table does not run: alltoall,
+ * gather, scatter, send/recv, groups, scaled or float32-accumulated
+ * reductions. Called by loom_coll_run. */
+loom_result_t loom_coll_run_ext(struct loom_comm *comm, struct loom_op *op);
+/* Whether loom_coll_run must hand op to loom_coll_run_ext. */
+int loom_coll_is_ext(const struct loom_op *op);
+
+/* Post the sends and receives ops[0..n) together and wait for all of them
+ * (sendrecv.c). wop is the op being executed (ops itself for a lone call,
+ * else the group): messages name it, or through loom_p2p_mismatch the call
+ * of the group a peer disagreed with. Numbers each message (op->seq) by
+ * its place among those between the two ranks. */
+loom_result_t loom_p2p_batch(struct loom_comm *comm, struct loom_op *wop,
+                             struct loom_op *ops, int n);
+/* Whether a disagreement the transport saw (m) involves a point-to-point
+ * call, on either side; then loom_p2p_mismatch records it, naming both
+ * calls (in a group, the call whose message to or from that peer went
+ * wrong; a send of this rank's that already completed when the peer
+ * objected, by its number). */
+int loom_p2p_involved(const struct loom_op *wop, const struct loom_tx_mismatch *m);
+loom_result_t loom_p2p_mismatch(struct loom_comm *comm, const struct loom_op *wop,
+                                const struct loom_tx_mismatch *m);
+
+loom_result_t loom_pairwise_alltoall(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_linear_gather(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_linear_scatter(struct loom_comm *comm, struct loom_op *op);
+
+/* Coalescing (coalesce.c): the number of collective runs the collectives
+ * subs[0..n) of a group make (p2p calls are skipped), from what every rank
+ * agrees on; and running k consecutive allreduces of one run as one
+ * allreduce numbered seq (k == 1: one call with its attributes). */
+uint32_t loom_group_nruns(const struct loom_op *subs, int n);
+int loom_coalesce_len(const struct loom_op *subs, int n);
+/* The call numbers the run subs[0..k) takes: 2 for one float32-accumulated
+ * call large enough to run as a reduce-scatter and an allgather, else 1. */
+uint32_t loom_coalesce_seqs(const struct loom_op *subs, int k);
+loom_result_t loom_coalesce_run(struct loom_comm *comm, struct loom_op *subs, int k,
+                                uint64_t seq);
+/* reduce and reduce_scatter with scaling or float32 accumulation. */
+loom_result_t loom_xform_run(struct loom_comm *comm, struct loom_op *op);
+/* A group's op (group_run.c). */
+loom_result_t loom_group_run(struct loom_comm *comm, struct loom_op *op);
+
 #endif

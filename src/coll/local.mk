@@ -14,7 +14,12 @@ libloom_core_la_SOURCES += \
 	src/coll/rhd.c \
 	src/coll/bruck.c \
 	src/coll/scatter_bcast.c \
-	src/coll/hier.c
+	src/coll/hier.c \
+	src/coll/sendrecv.c \
+	src/coll/alltoall.c \
+	src/coll/gather.c \
+	src/coll/coalesce.c \
+	src/coll/group_run.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_algos
@@ -28,3 +33,9 @@ tests_integration_test_algos_SOURCES = tests/integration/test_algos.c \
 	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
 tests_integration_test_algos_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_algos
+
+check_PROGRAMS += tests/integration/test_group
+tests_integration_test_group_SOURCES = tests/integration/test_group.c \
+	tests/integration/coll_check.h tests/integration/harness.h
+tests_integration_test_group_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_group

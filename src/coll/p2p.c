@@ -48,7 +48,7 @@ void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
 
 static void describe_op(const struct loom_op *op, char *buf, size_t len)
 {
-    loom_op_format(loom_op_desc(op), op->count, op->seq, buf, len);
+    loom_op_describe(op, buf, len);
 }
 
 /* The transport saw a peer in another call: name both calls. */
@@ -56,6 +56,8 @@ static loom_result_t mismatch_failed(struct loom_waiter *w)
 {
     struct loom_comm *comm = w->comm;
     struct loom_tx_mismatch *m = &comm->tx->mismatch;
+    if (loom_p2p_involved(w->op, m))
+        return loom_p2p_mismatch(comm, w->op, m); /* sendrecv.c */
     char mine[160], theirs[160];
     describe_op(w->op, mine, sizeof mine);
     uint64_t seq = loom_op_tag_seq(m->tag, w->op->seq);

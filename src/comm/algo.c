@@ -27,9 +27,9 @@ const char *loom_algo_name(enum loom_algo algo)
 int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
 {
     if (a == LOOM_ALGO_SHM)
-        return (unsigned)k < LOOM_OP_KIND_COUNT;
+        return (unsigned)k <= LOOM_OP_BARRIER; /* the shared-memory engine's */
     if (a == LOOM_ALGO_HIER)
-        return k == LOOM_OP_ALLREDUCE;
+        return k == LOOM_OP_ALLREDUCE || k == LOOM_OP_BROADCAST || k == LOOM_OP_ALLGATHER;
     switch (k) {
     case LOOM_OP_ALLREDUCE:
         return a == LOOM_ALGO_RING || a == LOOM_ALGO_RD || a == LOOM_ALGO_RHD ||

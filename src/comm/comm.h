@@ -46,6 +46,7 @@ struct loom_comm {
      * index on every server (coll/hier.c), made by core. */
     struct loom_comm *hier_sub;
     int no_shm;                   /* set up no shared memory (hier_sub itself) */
+    struct loom_coll_ext *ext;    /* p2p numbering, group staging (coll.h)   */
 
     /* tuning, from the configuration at creation */
     size_t chunk_size;

@@ -7,6 +7,8 @@ libloom_core_la_SOURCES += \
 	src/comm/op.h \
 	src/comm/op.c \
 	src/comm/algo.h \
+	src/comm/redop.h \
+	src/comm/redop.c \
 	src/comm/algo.c \
 	src/comm/wait.h \
 	src/comm/wait.c \

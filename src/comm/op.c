@@ -2,6 +2,7 @@
 #include "build_config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "op.h"
 
@@ -12,6 +13,12 @@ static const char *const kind_names[LOOM_OP_KIND_COUNT] = {
     [LOOM_OP_REDUCE_SCATTER] = "reduce_scatter",
     [LOOM_OP_REDUCE] = "reduce",
     [LOOM_OP_BARRIER] = "barrier",
+    [LOOM_OP_ALLTOALL] = "alltoall",
+    [LOOM_OP_GATHER] = "gather",
+    [LOOM_OP_SCATTER] = "scatter",
+    [LOOM_OP_SEND] = "send",
+    [LOOM_OP_RECV] = "recv",
+    [LOOM_OP_GROUP] = "group",
 };
 
 const char *loom_op_kind_name(enum loom_op_kind kind)
@@ -19,6 +26,15 @@ const char *loom_op_kind_name(enum loom_op_kind kind)
     if ((unsigned)kind >= LOOM_OP_KIND_COUNT || !kind_names[kind])
         return "unknown";
     return kind_names[kind];
+}
+
+void loom_op_release(struct loom_op *op)
+{
+    if (op->kind == LOOM_OP_GROUP) {
+        free(op->subs);
+        op->subs = NULL;
+        op->nsubs = 0;
+    }
 }
 
 void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
@@ -40,13 +56,27 @@ void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
         snprintf(buf, len, "allgather(%s, %llu)%s%llu%s", loom_dtype_name(dtype), c, num,
                  q, end);
         break;
+    case LOOM_OP_ALLTOALL:
+        snprintf(buf, len, "%s(%s, %llu)%s%llu%s", loom_op_kind_name(kind),
+                 loom_dtype_name(dtype), c, num, q, end);
+        break;
     case LOOM_OP_BROADCAST:
-        snprintf(buf, len, "broadcast(%s, %llu, root %d)%s%llu%s", loom_dtype_name(dtype),
-                 c, root, num, q, end);
+    case LOOM_OP_GATHER:
+    case LOOM_OP_SCATTER:
+        snprintf(buf, len, "%s(%s, %llu, root %d)%s%llu%s", loom_op_kind_name(kind),
+                 loom_dtype_name(dtype), c, root, num, q, end);
         break;
     case LOOM_OP_REDUCE:
         snprintf(buf, len, "reduce(%s, %llu, %s, root %d)%s%llu%s", loom_dtype_name(dtype),
                  c, loom_redop_name(op), root, num, q, end);
+        break;
+    case LOOM_OP_SEND:
+        /* the wire's view of a message: root is the sender */
+        snprintf(buf, len, "send(%s, %llu, from rank %d) #%llu", loom_dtype_name(dtype),
+                 c, root, q);
+        break;
+    case LOOM_OP_GROUP:
+        snprintf(buf, len, "group(%llu calls) #%llu", c, q);
         break;
     default:
         snprintf(buf, len, "%s(%s, %llu, %s)%s%llu%s", loom_op_kind_name(kind),
@@ -57,5 +87,21 @@ void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
 
 void loom_op_describe(const struct loom_op *op, char *buf, size_t len)
 {
-    loom_op_format(loom_op_desc(op), op->count, op->seq, buf, len);
+    unsigned long long c = (unsigned long long)op->count, q = (unsigned long long)op->seq;
+    switch (op->kind) {
+    case LOOM_OP_SEND:
+        snprintf(buf, len, "send(%s, %llu, to rank %d) #%llu", loom_dtype_name(op->dtype),
+                 c, op->peer, q);
+        break;
+    case LOOM_OP_RECV:
+        snprintf(buf, len, "recv(%s, %llu, from rank %d) #%llu",
+                 loom_dtype_name(op->dtype), c, op->peer, q);
+        break;
+    case LOOM_OP_GROUP:
+        snprintf(buf, len, "group(%d calls) #%llu", op->nsubs, q);
+        break;
+    default:
+        loom_op_format(loom_op_desc(op), op->count, op->seq, buf, len);
+        break;
+    }
 }

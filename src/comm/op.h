@@ -20,6 +20,18 @@ enum loom_op_kind {
     LOOM_OP_REDUCE_SCATTER,
     LOOM_OP_REDUCE,
     LOOM_OP_BARRIER,
+    /* issue 19: below here, no shared-memory engine (they run over the
+     * transport on every communicator) */
+    LOOM_OP_ALLTOALL,
+    LOOM_OP_GATHER,
+    LOOM_OP_SCATTER,
+    /* point-to-point: not collective, no sequence number of the
+     * communicator. On the wire a receive carries the send's fingerprint
+     * (kind SEND, root = the sending rank), so that the two match. */
+    LOOM_OP_SEND,
+    LOOM_OP_RECV,
+    /* the calls of one loom_group_start/end on one communicator (group.c) */
+    LOOM_OP_GROUP,
     LOOM_OP_KIND_COUNT /* at most 16: the fingerprint keeps 4 bits */
 };
 
@@ -36,7 +48,9 @@ struct loom_op {
     loom_redop_t op;
     int root;
     uint64_t seq;           /* per communicator, from 1; internal ones have
-                               LOOM_SEQ_INTERNAL set and count apart         */
+                               LOOM_SEQ_INTERNAL set and count apart;
+                               send/recv: per peer and direction, from 1
+                               (set on execution)                            */
     int internal;           /* Loom's own set-up call (loom_comm_internal)   */
     enum loom_mem_type mem; /* of sendbuf/recvbuf as the algorithm sees them */
     /* device-buffer staging (src/stream/stage.c), set at enqueue: a call
@@ -44,6 +58,19 @@ struct loom_op {
      * npieces calls numbered seq .. seq + npieces - 1 */
     unsigned stage_dev;     /* bit 0: sendbuf, bit 1: recvbuf is device memory */
     uint32_t npieces;       /* 1 unless staged                               */
+    int peer;               /* send/recv: the other rank (root: the sender) */
+    /* a reduction op made by loom_redop_create, resolved at the call
+     * (op holds its base): sum/avg scaled, 16-bit floats summed in float32 */
+    double prescale, postscale;  /* read through loom_op_pre/post (redop.h) */
+    int scaled;             /* 0 (as zero-initialised ops are): no scaling   */
+    int accum;              /* loom_accum_t                                  */
+    /* group: its calls on this communicator, in call order (owned; freed by
+     * loom_op_release), and the collective sequence numbers it takes (any
+     * op: 0 means 1; api.c sets 2 for a call that runs as two collectives) */
+    struct loom_op *subs;
+    int nsubs;
+    uint32_t nseqs;
+    void *exec;             /* group: the executor's state, for messages    */
     /* stream bookkeeping (stream == NULL: blocking caller) */
     struct loom_stream *stream;
     uint64_t ticket;
@@ -77,12 +104,31 @@ static inline uint64_t loom_op_tag_seq(uint32_t tag, uint64_t seq)
 /* "allreduce", "broadcast", ... ("unknown" out of range). */
 const char *loom_op_kind_name(enum loom_op_kind kind);
 
+static inline int loom_op_kind_is_p2p(enum loom_op_kind kind)
+{
+    return kind == LOOM_OP_SEND || kind == LOOM_OP_RECV;
+}
+
+/* How many of the communicator's collective sequence numbers op takes: 0
+ * for point-to-point (ranks not involved must not diverge), a group's
+ * count of collective runs, 1 otherwise. */
+static inline uint32_t loom_op_nseqs(const struct loom_op *op)
+{
+    if (loom_op_kind_is_p2p(op->kind))
+        return 0;
+    return op->kind == LOOM_OP_GROUP || op->nseqs ? op->nseqs : 1;
+}
+
+/* Free what an op owns beyond itself (a group's calls). */
+void loom_op_release(struct loom_op *op);
+
 /* The call's fingerprint carried by every message: kind, dtype, op and
  * root packed (4+4+4+20 bits); with the sequence number and the count it
  * lets a receiver tell, and name, a peer that is in another call. */
 static inline uint32_t loom_op_desc(const struct loom_op *op)
 {
-    return (uint32_t)op->kind | ((uint32_t)op->dtype & 0xf) << 4 |
+    uint32_t kind = op->kind == LOOM_OP_RECV ? LOOM_OP_SEND : (uint32_t)op->kind;
+    return kind | ((uint32_t)op->dtype & 0xf) << 4 |
            ((uint32_t)op->op & 0xf) << 8 | ((uint32_t)op->root & 0xfffff) << 12;
 }
 
@@ -90,7 +136,8 @@ static inline uint32_t loom_op_desc(const struct loom_op *op)
  * for an internal call). */
 void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
                     size_t len);
-/* The same for an op. */
+/* The same for an op, naming its peer for send/recv ("recv(float32, 12,
+ * from rank 0) #3") and its calls for a group. */
 void loom_op_describe(const struct loom_op *op, char *buf, size_t len);
 
 #endif

@@ -22,8 +22,11 @@ static struct loom_trace_rec *slot(struct loom_comm *comm, uint64_t seq)
     return r->seq == seq ? r : NULL;
 }
 
+/* Point-to-point calls have no call number of the communicator: not kept. */
 void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op)
 {
+    if (!loom_op_nseqs(op))
+        return;
     struct loom_trace_rec *r = &comm->trace[op->seq % LOOM_TRACE_LEN];
     *r = (struct loom_trace_rec){.seq = op->seq, .desc = loom_op_desc(op),
                                  .count = op->count, .state = LOOM_TRACE_QUEUED,
@@ -32,6 +35,8 @@ void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op)
 
 void loom_trace_start(struct loom_comm *comm, const struct loom_op *op)
 {
+    if (!loom_op_nseqs(op))
+        return;
     pthread_mutex_lock(&comm->lock);
     struct loom_trace_rec *r = slot(comm, op->seq);
     if (r) {
@@ -44,6 +49,8 @@ void loom_trace_start(struct loom_comm *comm, const struct loom_op *op)
 void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
                     loom_result_t res)
 {
+    if (!loom_op_nseqs(op))
+        return;
     pthread_mutex_lock(&comm->lock);
     struct loom_trace_rec *r = slot(comm, op->seq);
     if (r) {

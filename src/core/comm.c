@@ -33,6 +33,7 @@ static void comm_free(struct loom_comm *comm)
     if (comm->hier_sub)
         loom_comm_destroy(comm->hier_sub);
     loom_shm_destroy(comm);
+    loom_coll_ext_free(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
     loom_p2p_env_free(comm);

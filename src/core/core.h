@@ -15,6 +15,11 @@ loom_result_t loom_comm_internal(struct loom_comm *comm, enum loom_op_kind kind,
                                  const void *sendbuf, void *recvbuf, uint64_t count,
                                  loom_dtype_t dtype, loom_redop_t op);
 
+/* A thread waiting for queued work runs the op at the head itself when no
+ * one is running one (as the blocking path does), instead of paying for a
+ * hand-off to the progress thread. Returns 1 when it ran an op. */
+int loom_comm_help(struct loom_comm *comm);
+
 /* Build a communicator from a connected transport (takes ownership). */
 loom_result_t loom_comm_start(struct loom_comm *comm);
 

@@ -6,7 +6,9 @@ libloom_core_la_SOURCES += \
 	src/core/comm.c \
 	src/core/queue.c \
 	src/core/launch.h \
-	src/core/launch.c
+	src/core/launch.c \
+	src/core/group.h \
+	src/core/group.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_config

@@ -58,6 +58,8 @@ static void *progress_main(void *arg)
 {
     struct loom_comm *comm = arg;
     loom_log_set_rank(comm->rank);
+    /* named for debuggers, top -H and the perf tools' per-thread CPU time */
+    pthread_setname_np(pthread_self(), "loom-progress");
     pthread_mutex_lock(&comm->lock);
     for (;;) {
         if (!comm->head) {
@@ -95,6 +97,7 @@ static void *progress_main(void *arg)
         pthread_mutex_lock(&comm->lock);
         comm->busy = 0;
         if (op->stream) {
+            loom_op_release(op);
             free(op);
         } else {
             op->result = res;
@@ -106,8 +109,41 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
+int loom_comm_help(struct loom_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    struct loom_op *op = comm->head;
+    if (!op || comm->busy || comm->stop) {
+        pthread_mutex_unlock(&comm->lock);
+        return 0;
+    }
+    comm->head = op->next;
+    if (!comm->head)
+        comm->tail = NULL;
+    comm->busy = 1;
+    pthread_mutex_unlock(&comm->lock);
+
+    loom_result_t res = execute(comm, op);
+
+    pthread_mutex_lock(&comm->lock);
+    comm->busy = 0;
+    if (op->stream) {
+        loom_op_release(op);
+        free(op);
+    } else {
+        op->result = res;
+        op->done = 1;
+        pthread_cond_broadcast(&comm->done_cv);
+    }
+    if (comm->head)
+        pthread_cond_signal(&comm->work_cv);
+    pthread_mutex_unlock(&comm->lock);
+    return 1;
+}
+
 loom_result_t loom_comm_start(struct loom_comm *comm)
 {
+    loom_request_set_helper(loom_comm_help);
     if (pthread_create(&comm->thread, NULL, progress_main, comm) != 0) {
         loom_set_thread_error("cannot start the progress thread");
         return LOOM_ERROR_SYSTEM;
@@ -136,7 +172,13 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
         pthread_mutex_unlock(&comm->lock);
         return err;
     }
-    op->seq = op->internal ? LOOM_SEQ_INTERNAL | ++comm->next_internal : ++comm->next_seq;
+    /* point-to-point takes no call number (it is numbered per peer when it
+     * runs); a group takes one per collective run; Loom's own set-up calls
+     * count apart (no user call number) */
+    uint32_t nseqs = loom_op_nseqs(op);
+    uint64_t *counter = op->internal ? &comm->next_internal : &comm->next_seq;
+    op->seq = nseqs ? (*counter + 1) | (op->internal ? LOOM_SEQ_INTERNAL : 0) : 0;
+    *counter += nseqs;
     op->done = 0;
     loom_trace_enqueue(comm, op);
     if (!op->stream) {
@@ -159,14 +201,16 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     }
     struct loom_op *q = malloc(sizeof *q);
     if (!q) {
-        comm->next_seq -= !op->internal;
+        *counter -= nseqs;
         pthread_mutex_unlock(&comm->lock);
         return LOOM_ERROR_NO_MEMORY;
     }
     *q = *op;
     loom_result_t res = loom_stream_enqueue(q->stream, comm, q);
+    if (res == LOOM_SUCCESS) /* whom a waiter on the stream may help */
+        __atomic_store_n(&q->stream->hint_comm, comm, __ATOMIC_RELEASE);
     if (res < 0) {
-        comm->next_seq -= !op->internal;
+        *counter -= nseqs;
         pthread_mutex_unlock(&comm->lock);
         free(q);
         return res;

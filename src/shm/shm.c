@@ -67,6 +67,12 @@ loom_result_t loom_shm_inter(struct loom_shm_ctx *x, const struct loom_shm_mid *
     return res;
 }
 
+void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op)
+{
+    if (comm->shm)
+        loom_shm_publish_call(comm->shm, op);
+}
+
 loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
                                      const struct loom_shm_mid *mid)
 {

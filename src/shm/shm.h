@@ -65,6 +65,10 @@ struct loom_shm_mid {
 loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
                                      const struct loom_shm_mid *mid);
 
+/* Announce op, which runs over the network (alltoall, gather, scatter),
+ * so that a local rank waiting here in another call can name it. */
+void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op);
+
 /* For tests: nonzero before a communicator is created makes it use the
  * two-copy path even where cross-memory attach works. */
 extern int loom_shm_test_no_cma;

@@ -3,7 +3,8 @@ libloom_core_la_SOURCES += \
 	src/stream/stream.h \
 	src/stream/stream.c \
 	src/stream/stage.c \
-	src/stream/device.c
+	src/stream/device.c \
+	src/stream/request.c
 EXTRA_DIST += docs/streams.md
 
 if HAVE_CHECK

@@ -92,9 +92,22 @@ loom_result_t loom_stage_plan(struct loom_stream *s, const struct loom_comm *com
 {
     op->stage_dev = 0;
     op->npieces = 1;
-    if (!s->hooks.is_device_ptr || op->kind == LOOM_OP_BARRIER || op->count == 0)
+    if (!s->hooks.is_device_ptr || op->kind == LOOM_OP_BARRIER)
         return LOOM_SUCCESS;
     const char *name = loom_op_kind_name(op->kind);
+    if (op->kind == LOOM_OP_GROUP) {
+        /* a group's calls run together, not in pieces: host buffers only */
+        for (int i = 0; i < op->nsubs; i++)
+            if (is_dev(s, op->subs[i].sendbuf) || is_dev(s, op->subs[i].recvbuf)) {
+                snprintf(err, errlen, "group: call %d of %d passes a device buffer, "
+                         "which a group on stream \"%s\" cannot stage", i + 1, op->nsubs,
+                         s->hooks.name);
+                return LOOM_ERROR_NOT_SUPPORTED;
+            }
+        return LOOM_SUCCESS;
+    }
+    if (op->count == 0)
+        return LOOM_SUCCESS;
     if ((unsigned)op->kind >= LOOM_OP_KIND_COUNT || !stage_layouts[op->kind].staged) {
         if (is_dev(s, op->sendbuf) || is_dev(s, op->recvbuf)) {
             snprintf(err, errlen, "%s: device buffers cannot be staged for this call "

@@ -76,7 +76,8 @@ LOOM_API loom_result_t loom_stream_synchronize(loom_stream_t s)
     if (!s)
         return LOOM_ERROR_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->lock);
-    while (s->noutstanding)
+    /* and until the requests' callbacks have returned */
+    while (s->noutstanding || s->callbacks_running)
         pthread_cond_wait(&s->cv, &s->lock);
     loom_result_t res = s->err;
     s->err = LOOM_SUCCESS;
@@ -267,8 +268,11 @@ void loom_stream_op_end(struct loom_stream *s, struct loom_op *op, loom_result_t
         s->err_ticket = op->ticket;
         s->err = res;
     }
+    struct loom_request *done = s->req_head ? loom_request_take_done(s) : NULL;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->lock);
+    if (done)
+        loom_request_finish(s, done);
 }
 
 /* ---- events ------------------------------------------------------------ */

@@ -37,7 +37,23 @@ struct loom_stream {
     uint64_t err_ticket;        /* ticket of the first failed op (0: none)  */
     loom_result_t err;
     struct loom_stage_pool pool;
+    /* requests not complete yet, ascending tickets (request.c) */
+    struct loom_request *req_head, *req_tail;
+    int callbacks_running;      /* taken off the list, callback not returned */
+    /* the communicator of the last op enqueued (atomic): request waiters
+     * help it (loom_comm_help); alive while an op of this stream is pending */
+    struct loom_comm *hint_comm;
 };
+
+/* With s->lock held, after a ticket retired: take off s's list the
+ * requests now complete (their result set), to be finished by
+ * loom_request_finish once the lock is released. */
+struct loom_request *loom_request_take_done(struct loom_stream *s);
+/* Run their callbacks, free the ones freed meanwhile. No lock held. */
+void loom_request_finish(struct loom_stream *s, struct loom_request *list);
+/* What loom_request_wait calls to run a communicator's queued ops on the
+ * waiting thread (returns 1 when it ran one); set by core. */
+void loom_request_set_helper(int (*help)(struct loom_comm *comm));
 
 /* Caller's thread, at enqueue, with comm->lock held: ticket, "inputs ready"
  * mark, the user's stream made to wait; decides whether the op is staged

@@ -1,0 +1,152 @@
+// ProcessGroupLoom.hpp - the "loom" backend of torch.distributed: a thin
+// c10d::ProcessGroup over Loom's C API (include/loom.h).
+//
+// Every call maps to one Loom call (or one Loom group) enqueued on the
+// group's own host stream, so it returns at once; a request with a
+// callback reports completion. The callback runs on Loom's progress thread
+// and only hands the work over: futures are completed (and Python comm
+// hooks run) on a thread this backend owns, or on the thread that waits in
+// Work::wait() / polls Work::isCompleted() when it gets there first, never
+// on Loom's progress thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "loom.h"
+
+namespace loom_c10d {
+
+class ProcessGroupLoom;
+
+class WorkLoom : public c10d::Work {
+ public:
+  WorkLoom(ProcessGroupLoom* pg, c10d::OpType type, std::vector<at::Tensor> outputs,
+           std::function<void()> post);
+  ~WorkLoom() override;
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  friend class ProcessGroupLoom;
+  static void onLoomDone(void* arg, loom_result_t res);
+  // Run post_, complete the future, mark the work complete. Called once,
+  // by whoever claimed the work, with mutex_ not held.
+  void finishWork();
+  // With mutex_ held: whether this thread is the one to finish the work.
+  bool claim();
+
+  ProcessGroupLoom* pg_;
+  std::vector<at::Tensor> outputs_;
+  std::function<void()> post_;        // after Loom, before completion
+  loom_request_t request_ = nullptr;
+  bool loomDone_ = false;             // Loom finished (under mutex_)
+  loom_result_t loomResult_ = LOOM_SUCCESS;
+  bool claimed_ = false;              // someone is finishing it
+  bool futureWanted_ = false;
+  bool futureRead_ = false;           // finishWork took future_ (under mutex_)
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupLoom : public c10d::ProcessGroup {
+ public:
+  // Rendezvous through store (rank 0 publishes a Loom unique id), or, with
+  // a non-empty ranktable, from the rank table.
+  ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   std::chrono::milliseconds timeout, const std::string& ranktable);
+  ~ProcessGroupLoom() override;
+
+  const std::string getBackendName() const override { return "loom"; }
+  void startCoalescing() override;
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  loom_comm_t comm() const { return comm_; }
+  // Loom's message for comm's last error.
+  std::string loomError() const;
+
+ private:
+  friend class WorkLoom;
+  // Issue one Loom call (or group: call issues several) for work, then
+  // attach the request. Throws with Loom's message when the call fails.
+  c10::intrusive_ptr<c10d::Work> issue(const c10::intrusive_ptr<WorkLoom>& work,
+                                       loom_stream_t stream,
+                                       const std::function<loom_result_t()>& call);
+  // The Loom stream for calls on t: the group's host stream, or for a
+  // CUDA tensor one bound to the current CUDA stream (adapter built in).
+  loom_stream_t streamFor(const at::Tensor& t);
+  // Hand a work whose Loom part is done to the completion thread.
+  void handOver(c10::intrusive_ptr<WorkLoom> work, bool wake);
+  void completionLoop();
+  loom_redop_t redop(const c10d::ReduceOp& op, const at::Tensor& t, loom_redop_t* created);
+  c10::intrusive_ptr<c10d::Work> alltoallv(at::Tensor& output, at::Tensor& input,
+                                           const std::vector<int64_t>& outSplits,
+                                           const std::vector<int64_t>& inSplits);
+
+  loom_comm_t comm_ = nullptr;
+  loom_stream_t stream_ = nullptr;
+  std::vector<std::pair<void*, loom_stream_t>> cudaStreams_;  // CUDA stream -> Loom's
+  std::mutex issueMutex_;             // orders issue() calls
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<WorkLoom>> coalesced_;
+
+  std::mutex doneMutex_;
+  std::condition_variable doneCv_;
+  std::deque<c10::intrusive_ptr<WorkLoom>> done_;
+  bool stop_ = false;
+  std::thread completer_;
+};
+
+// Loom's dtype for a tensor; throws a clear error for others.
+loom_dtype_t loomDtype(const at::Tensor& t);
+
+}  // namespace loom_c10d

@@ -1,0 +1,16 @@
+/* group.h - loom_group_start/end: calls collected per thread, run as one
+ * op per communicator (group.c builds it; coll/group_run.c runs it). */
+#ifndef LOOM_GROUP_H
+#define LOOM_GROUP_H
+
+#include "comm.h"
+
+/* Nesting depth of this thread's group (0: none). */
+int loom_group_depth(void);
+
+/* Keep a validated call (op's stream set) for the end of the group.
+ * Errors (a second stream on one communicator, no memory) are returned
+ * now and again by loom_group_end, which then runs nothing. */
+loom_result_t loom_group_add(struct loom_comm *comm, const struct loom_op *op);
+
+#endif
