@@ -8,7 +8,7 @@
 # for /usr/local), its _paths.py naming $(libdir).
 LOOM_PY_SRC = python/loom/__init__.py python/loom/_lib.py python/loom/torch/__init__.py
 LOOM_TORCH_SRC = python/csrc/ProcessGroupLoom.cpp python/csrc/ProcessGroupLoom.hpp \
-	python/csrc/module.cpp
+	python/csrc/collectives.cpp python/csrc/module.cpp
 EXTRA_DIST += $(LOOM_PY_SRC) $(LOOM_TORCH_SRC) python/build_flags.py \
 	python/tests/ranks.py python/tests/torch_ranks.py python/tests/test_loom.py \
 	python/tests/test_torch_backend.py \
@@ -27,14 +27,19 @@ python/csrc/ProcessGroupLoom.o: $(srcdir)/python/csrc/ProcessGroupLoom.cpp \
 		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/include/loom.h
 	$(AM_V_GEN)$(MKDIR_P) python/csrc && \
 	$(LOOM_TORCH_CXX) -c -o $@ $(srcdir)/python/csrc/ProcessGroupLoom.cpp
+python/csrc/collectives.o: $(srcdir)/python/csrc/collectives.cpp \
+		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/include/loom.h
+	$(AM_V_GEN)$(MKDIR_P) python/csrc && \
+	$(LOOM_TORCH_CXX) -c -o $@ $(srcdir)/python/csrc/collectives.cpp
 python/csrc/module.o: $(srcdir)/python/csrc/module.cpp \
 		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/include/loom.h
 	$(AM_V_GEN)$(MKDIR_P) python/csrc && \
 	$(LOOM_TORCH_CXX) -c -o $@ $(srcdir)/python/csrc/module.cpp
-$(LOOM_TORCH_EXT): python/csrc/ProcessGroupLoom.o python/csrc/module.o
+LOOM_TORCH_OBJ = python/csrc/ProcessGroupLoom.o python/csrc/collectives.o python/csrc/module.o
+$(LOOM_TORCH_EXT): $(LOOM_TORCH_OBJ)
 	$(AM_V_GEN)$(MKDIR_P) python/loom/torch && \
-	$(CXX) -shared -o $@ python/csrc/ProcessGroupLoom.o python/csrc/module.o $(TORCH_LIBS)
-CLEANFILES += python/csrc/ProcessGroupLoom.o python/csrc/module.o $(LOOM_TORCH_EXT)
+	$(CXX) -shared -o $@ $(LOOM_TORCH_OBJ) $(TORCH_LIBS)
+CLEANFILES += $(LOOM_TORCH_OBJ) $(LOOM_TORCH_EXT)
 endif
 
 python/.built: $(LOOM_PY_SRC) $(LOOM_TORCH_EXT) Makefile

@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <stdexcept>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -148,5 +149,58 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
 
 // Loom's dtype for a tensor; throws a clear error for others.
 loom_dtype_t loomDtype(const at::Tensor& t);
+
+// Checks and helpers both files use; errors are "loom: ..." exceptions.
+namespace detail {
+
+[[noreturn]] inline void fail(const std::string& what) {
+  throw std::runtime_error("loom: " + what);
+}
+
+inline void checkOne(const std::vector<at::Tensor>& tensors, const char* op) {
+  if (tensors.size() != 1)
+    fail(std::string(op) + ": one tensor per process (got " + std::to_string(tensors.size()) +
+         ")");
+}
+
+// Tensors Loom can read and write in place: dense, contiguous, on the CPU
+// (or on a CUDA device when the CUDA adapter is built in).
+inline void checkTensor(const at::Tensor& t, const char* op) {
+  if (t.layout() != at::kStrided)
+    fail(std::string(op) + ": only dense tensors are supported");
+  if (!t.is_contiguous())
+    fail(std::string(op) + ": the tensor must be contiguous");
+#ifdef LOOM_TORCH_WITH_CUDA
+  if (!t.device().is_cpu() && !t.device().is_cuda())
+#else
+  if (!t.device().is_cpu())
+#endif
+    fail(std::string(op) + ": tensors on " + t.device().str() +
+         " are not supported (CPU tensors; CUDA tensors where Loom's CUDA adapter is "
+         "built in)");
+  (void)loomDtype(t);
+}
+
+inline uint64_t count(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()); }
+
+// Do the tensors sit one after another in memory (so one buffer holds them)?
+inline bool adjacent(const std::vector<at::Tensor>& ts) {
+  for (size_t i = 1; i < ts.size(); i++)
+    if (static_cast<const char*>(ts[i - 1].data_ptr()) + ts[i - 1].nbytes() !=
+        ts[i].data_ptr())
+      return false;
+  return true;
+}
+
+inline void checkSame(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op) {
+  for (const auto& t : ts) {
+    checkTensor(t, op);
+    if (t.scalar_type() != like.scalar_type() || t.numel() != like.numel())
+      fail(std::string(op) + ": every tensor of the list must have the dtype and size of "
+           "the input");
+  }
+}
+
+}  // namespace detail
 
 }  // namespace loom_c10d

@@ -266,8 +266,11 @@ class Handle:
     def __del__(self):
         try:
             if self._req:
+                if not self._done:
+                    # Loom may still write the buffers this handle keeps alive
+                    lib.loom_request_wait(self._req)
                 lib.loom_request_free(self._req)
-        except Exception:
+        except Exception:  # interpreter shutting down
             pass
 
 

@@ -136,19 +136,7 @@ def s_collectives(a):
         c.recv(got, peer=0)
         assert np.array_equal(got, inputs(99, 0, (1000,), np.float32)), "lone recv"
     c.barrier()
-    # torch tensors through the same calls (bfloat16 too)
-    try:
-        import torch
-    except ImportError:
-        c.close()
-        return
-    for dt in [torch.float32, torch.bfloat16, torch.int64, torch.float16]:
-        t = torch.full((33,), float(r + 1), dtype=dt)
-        c.allreduce(t)
-        assert (t == n * (n + 1) // 2).all(), "torch allreduce %s" % dt
-        g = c.allgather(torch.full((2,), float(r), dtype=dt))
-        assert g.shape == (n, 2) and all((g[q] == q).all() for q in range(n))
-    c.close()
+    c.close()  # torch tensors: torch_ranks.s_package (torch is imported there)
 
 
 def s_async(a):

@@ -222,12 +222,11 @@ def s_errors(a):
         dist.all_reduce(torch.ones(8 if r == 0 else 16))
         raise AssertionError("mismatch unnoticed")
     except RuntimeError as e:
+        # who notices first names both calls; a rank told by a peer that
+        # failed first hears whom to blame (the odd one out, rank 0)
         m = str(e)
-        if r == 0:  # the odd one out sees both calls
-            assert "calls differ" in m and "allreduce(float32, 8, sum)" in m, m
-            assert "allreduce(float32, 16, sum)" in m, m
-        else:  # the others see them, or hear who is to blame
-            assert "calls differ" in m or "blaming rank 0" in m, m
+        assert ("calls differ" in m and "allreduce(float32, 8, sum)" in m and
+                "allreduce(float32, 16, sum)" in m) or "blaming rank 0" in m, m
 
 
 def s_init(a):
@@ -287,9 +286,32 @@ def s_init(a):
     del os.environ["LOOM_RANK_TABLE"]
 
 
+def s_package(a):
+    """The loom package (not the backend) on torch tensors, bfloat16 too."""
+    c = loom.init("tcp://127.0.0.1:%d" % (a.port + 1), a.world_size, a.rank)
+    r, n = c.rank, c.size
+    for dt in [torch.float32, torch.bfloat16, torch.int64, torch.float16, torch.uint8]:
+        t = torch.full((33,), float(r + 1), dtype=dt)
+        assert c.allreduce(t) is t and (t == n * (n + 1) // 2).all(), "allreduce %s" % dt
+        g = c.allgather(torch.full((2,), float(r), dtype=dt))
+        assert g.shape == (n, 2) and g.dtype == dt and all((g[q] == q).all()
+                                                          for q in range(n))
+        out = torch.empty(33, dtype=dt)
+        h = c.allreduce(torch.ones(33, dtype=dt), op="max", out=out, async_op=True)
+        assert h.wait() is out and (out == 1).all()
+    try:
+        c.allreduce(torch.ones(2, dtype=torch.bool))
+        raise AssertionError("bool tensor accepted")
+    except TypeError as e:
+        assert "torch.bool" in str(e), e
+    c.close()
+
+
 def s_all(a):
-    """One job for what does not need a fresh process: collectives, then
-    async work, then errors (a mismatch breaks the group: last)."""
+    """One job for what does not need a fresh process: the package on
+    tensors, collectives, then async work, then errors (a mismatch breaks
+    the group: last)."""
+    s_package(a)
     s_collectives(a)
     s_async(a)
     s_errors(a)

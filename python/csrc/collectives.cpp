@@ -1,0 +1,360 @@
+// collectives.cpp - each torch.distributed call mapped once onto Loom: one
+// Loom call (or one Loom group) enqueued through ProcessGroupLoom::issue.
+#include "ProcessGroupLoom.hpp"
+
+namespace loom_c10d {
+
+using namespace detail;
+
+namespace {
+// A created reduction op lives until its call has been issued.
+struct RedopGuard {
+  loom_redop_t op;
+  ~RedopGuard() {
+    if (static_cast<int>(op) >= 0)
+      loom_redop_destroy(op);
+  }
+};
+}  // namespace
+
+// ---- collectives ---------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  checkOne(tensors, "broadcast");
+  at::Tensor t = tensors[0];
+  checkTensor(t, "broadcast");
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::BROADCAST, tensors, nullptr);
+  loom_stream_t st = streamFor(t);
+  return issue(work, st, [&] {
+    return loom_broadcast(t.data_ptr(), count(t), loomDtype(t), static_cast<int>(opts.rootRank),
+                          comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  checkOne(tensors, "allreduce");
+  at::Tensor t = tensors[0];
+  checkTensor(t, "allreduce");
+  RedopGuard g{static_cast<loom_redop_t>(-1)};
+  loom_redop_t op = redop(opts.reduceOp, t, &g.op);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE, tensors, nullptr);
+  loom_stream_t st = streamFor(t);
+  return issue(work, st, [&] {
+    return loom_allreduce(t.data_ptr(), t.data_ptr(), count(t), loomDtype(t), op, comm_,
+                          st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  if (tensors.empty())
+    fail("allreduce_coalesced: no tensors");
+  for (const auto& t : tensors) {
+    checkTensor(t, "allreduce_coalesced");
+    if (t.scalar_type() != tensors[0].scalar_type())
+      fail("allreduce_coalesced: every tensor must have one dtype");
+  }
+  RedopGuard g{static_cast<loom_redop_t>(-1)};
+  loom_redop_t op = redop(opts.reduceOp, tensors[0], &g.op);
+  auto work =
+      c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE_COALESCED, tensors, nullptr);
+  // one Loom group: its allreduces coalesce into as few as the sizes allow
+  loom_stream_t st = streamFor(tensors[0]);
+  return issue(work, st, [&] {
+    loom_group_start();
+    for (auto& t : tensors)
+      loom_allreduce(t.data_ptr(), t.data_ptr(), count(t), loomDtype(t), op, comm_,
+                     st);
+    return loom_group_end();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  checkOne(tensors, "reduce");
+  at::Tensor t = tensors[0];
+  checkTensor(t, "reduce");
+  RedopGuard g{static_cast<loom_redop_t>(-1)};
+  loom_redop_t op = redop(opts.reduceOp, t, &g.op);
+  int root = static_cast<int>(opts.rootRank);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::REDUCE, tensors, nullptr);
+  loom_stream_t st = streamFor(t);
+  return issue(work, st, [&] {
+    // the other ranks' tensors are left as they were
+    return loom_reduce(t.data_ptr(), getRank() == root ? t.data_ptr() : nullptr, count(t),
+                       loomDtype(t), op, root, comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  (void)opts;
+  checkOne(inputs, "allgather");
+  if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize())
+    fail("allgather: one list of world-size tensors per process");
+  at::Tensor in = inputs[0];
+  checkTensor(in, "allgather");
+  std::vector<at::Tensor> outs = outputs[0];
+  checkSame(outs, in, "allgather");
+  // into the outputs when they are one buffer, else through one and copied
+  at::Tensor flat = adjacent(outs) ? at::Tensor() : at::empty({getSize() * in.numel()},
+                                                               in.options());
+  void* dst = flat.defined() ? flat.data_ptr() : outs[0].data_ptr();
+  std::function<void()> post;
+  if (flat.defined())
+    post = [flat, outs]() mutable {
+      for (size_t i = 0; i < outs.size(); i++)
+        outs[i].view({-1}).copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(),
+                                             outs[i].numel()));
+    };
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLGATHER, outs, post);
+  loom_stream_t st = streamFor(in);
+  return issue(work, st, [&] {
+    return loom_allgather(in.data_ptr(), dst, count(in), loomDtype(in), comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  (void)opts;
+  checkTensor(input, "_allgather_base");
+  checkTensor(output, "_allgather_base");
+  if (output.scalar_type() != input.scalar_type() ||
+      output.numel() != input.numel() * getSize())
+    fail("_allgather_base: the output must hold world size times the input, of its dtype");
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::_ALLGATHER_BASE,
+                                            std::vector<at::Tensor>{output}, nullptr);
+  loom_stream_t st = streamFor(input);
+  return issue(work, st, [&] {
+    return loom_allgather(input.data_ptr(), output.data_ptr(), count(input),
+                          loomDtype(input), comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  checkOne(inputs, "gather");
+  at::Tensor in = inputs[0];
+  checkTensor(in, "gather");
+  int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> outs;
+  at::Tensor flat;
+  if (getRank() == root) {
+    if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize())
+      fail("gather: the root passes one list of world-size tensors");
+    outs = outputs[0];
+    checkSame(outs, in, "gather");
+    if (!adjacent(outs))
+      flat = at::empty({getSize() * in.numel()}, in.options());
+  }
+  void* dst = flat.defined() ? flat.data_ptr() : (outs.empty() ? nullptr : outs[0].data_ptr());
+  std::function<void()> post;
+  if (flat.defined())
+    post = [flat, outs]() mutable {
+      for (size_t i = 0; i < outs.size(); i++)
+        outs[i].view({-1}).copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(),
+                                             outs[i].numel()));
+    };
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::GATHER, outs, post);
+  loom_stream_t st = streamFor(in);
+  return issue(work, st, [&] {
+    return loom_gather(in.data_ptr(), dst, count(in), loomDtype(in), root, comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  checkOne(outputs, "scatter");
+  at::Tensor out = outputs[0];
+  checkTensor(out, "scatter");
+  int root = static_cast<int>(opts.rootRank);
+  at::Tensor flat;
+  if (getRank() == root) {
+    if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
+      fail("scatter: the root passes one list of world-size tensors");
+    checkSame(inputs[0], out, "scatter");
+    flat = adjacent(inputs[0]) ? inputs[0][0]
+                               : at::cat(inputs[0]).contiguous();  // copied now
+  }
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SCATTER, outputs,
+                                            [flat] {});  // keeps flat alive
+  loom_stream_t st = streamFor(out);
+  return issue(work, st, [&] {
+    return loom_scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), count(out),
+                        loomDtype(out), root, comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  checkOne(outputs, "reduce_scatter");
+  at::Tensor out = outputs[0];
+  checkTensor(out, "reduce_scatter");
+  if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
+    fail("reduce_scatter: one list of world-size tensors per process");
+  checkSame(inputs[0], out, "reduce_scatter");
+  at::Tensor flat = adjacent(inputs[0]) ? inputs[0][0] : at::cat(inputs[0]).contiguous();
+  RedopGuard g{static_cast<loom_redop_t>(-1)};
+  loom_redop_t op = redop(opts.reduceOp, out, &g.op);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::REDUCE_SCATTER, outputs,
+                                            [flat] {});
+  loom_stream_t st = streamFor(out);
+  return issue(work, st, [&] {
+    return loom_reduce_scatter(flat.data_ptr(), out.data_ptr(), count(out), loomDtype(out), op,
+                               comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  checkTensor(input, "_reduce_scatter_base");
+  checkTensor(output, "_reduce_scatter_base");
+  if (output.scalar_type() != input.scalar_type() ||
+      input.numel() != output.numel() * getSize())
+    fail("_reduce_scatter_base: the input must hold world size times the output, of its "
+         "dtype");
+  RedopGuard g{static_cast<loom_redop_t>(-1)};
+  loom_redop_t op = redop(opts.reduceOp, output, &g.op);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::_REDUCE_SCATTER_BASE,
+                                            std::vector<at::Tensor>{output}, nullptr);
+  loom_stream_t st = streamFor(output);
+  return issue(work, st, [&] {
+    return loom_reduce_scatter(input.data_ptr(), output.data_ptr(), count(output),
+                               loomDtype(output), op, comm_, st);
+  });
+}
+
+// Unequal splits: one group of sends and receives (they progress together).
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoallv(
+    at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& outSplits,
+    const std::vector<int64_t>& inSplits) {
+  int n = getSize();
+  int64_t inRow = input.dim() ? input.numel() / std::max<int64_t>(input.size(0), 1) : 1;
+  int64_t outRow = output.dim() ? output.numel() / std::max<int64_t>(output.size(0), 1) : 1;
+  auto split = [&](const std::vector<int64_t>& s, const at::Tensor& t, int64_t row,
+                   std::vector<int64_t>& off, std::vector<int64_t>& len) {
+    int64_t rows = t.dim() ? t.size(0) : 1, at = 0;
+    for (int i = 0; i < n; i++) {
+      int64_t r = s.empty() ? rows / n : s[i];
+      off.push_back(at * row);
+      len.push_back(r * row);
+      at += r;
+    }
+    if (at != rows || (s.empty() && rows % n))
+      fail("alltoall_base: the splits do not add up to the tensor's first dimension");
+  };
+  std::vector<int64_t> ioff, ilen, ooff, olen;
+  split(inSplits, input, inRow, ioff, ilen);
+  split(outSplits, output, outRow, ooff, olen);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL_BASE,
+                                            std::vector<at::Tensor>{output}, [input] {});
+  loom_dtype_t dt = loomDtype(input);
+  size_t es = input.element_size();
+  loom_stream_t st = streamFor(input);
+  return issue(work, st, [&] {
+    loom_group_start();
+    for (int p = 0; p < n; p++) {
+      loom_send(static_cast<char*>(input.data_ptr()) + ioff[p] * es,
+                static_cast<uint64_t>(ilen[p]), dt, p, comm_, st);
+      loom_recv(static_cast<char*>(output.data_ptr()) + ooff[p] * es,
+                static_cast<uint64_t>(olen[p]), dt, p, comm_, st);
+    }
+    return loom_group_end();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
+  (void)opts;
+  checkTensor(input, "alltoall_base");
+  checkTensor(output, "alltoall_base");
+  if (output.scalar_type() != input.scalar_type())
+    fail("alltoall_base: input and output dtypes differ");
+  if (!outputSplits.empty() || !inputSplits.empty() || input.numel() % getSize() ||
+      output.numel() != input.numel())
+    return alltoallv(output, input, outputSplits, inputSplits);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL_BASE,
+                                            std::vector<at::Tensor>{output}, nullptr);
+  loom_stream_t st = streamFor(input);
+  return issue(work, st, [&] {
+    return loom_alltoall(input.data_ptr(), output.data_ptr(),
+                         count(input) / static_cast<uint64_t>(getSize()), loomDtype(input),
+                         comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  (void)opts;
+  int n = getSize();
+  if (static_cast<int>(outputs.size()) != n || static_cast<int>(inputs.size()) != n)
+    fail("alltoall: world-size lists of input and output tensors");
+  for (int p = 0; p < n; p++) {
+    checkTensor(inputs[p], "alltoall");
+    checkTensor(outputs[p], "alltoall");
+    if (inputs[p].scalar_type() != inputs[0].scalar_type() ||
+        outputs[p].scalar_type() != inputs[0].scalar_type())
+      fail("alltoall: every tensor must have one dtype");
+  }
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL, outputs,
+                                            [inputs] {});
+  loom_stream_t st = streamFor(inputs[0]);
+  return issue(work, st, [&] {
+    loom_group_start();
+    for (int p = 0; p < n; p++) {
+      loom_send(inputs[p].data_ptr(), count(inputs[p]), loomDtype(inputs[p]), p, comm_,
+                st);
+      loom_recv(outputs[p].data_ptr(), count(outputs[p]), loomDtype(outputs[p]), p, comm_,
+                st);
+    }
+    return loom_group_end();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>& tensors,
+                                                      int dst, int tag) {
+  checkOne(tensors, "send");
+  if (tag != 0)
+    fail("send: tags are not supported (messages between two ranks match in the order "
+         "they were sent); use tag=0");
+  at::Tensor t = tensors[0];
+  checkTensor(t, "send");
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SEND, tensors, nullptr);
+  loom_stream_t st = streamFor(t);
+  return issue(work, st, [&] {
+    return loom_send(t.data_ptr(), count(t), loomDtype(t), dst, comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& tensors,
+                                                      int src, int tag) {
+  checkOne(tensors, "recv");
+  if (tag != 0)
+    fail("recv: tags are not supported (messages between two ranks match in the order "
+         "they were sent); use tag=0");
+  at::Tensor t = tensors[0];
+  checkTensor(t, "recv");
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::RECV, tensors, nullptr);
+  loom_stream_t st = streamFor(t);
+  return issue(work, st, [&] {
+    return loom_recv(t.data_ptr(), count(t), loomDtype(t), src, comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOptions& opts) {
+  (void)opts;
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::BARRIER,
+                                            std::vector<at::Tensor>{}, nullptr);
+  loom_stream_t st = stream_;
+  return issue(work, st, [&] { return loom_barrier(comm_, st); });
+}
+
+}  // namespace loom_c10d
