@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "loom.h"
+#include "config.h"
 #include "log.h"
+#include "util.h"
 #include "ranktable/ranktable_internal.h"
 
 int loom_rt_addr_mode_parse(const char *s)
@@ -256,4 +258,45 @@ loom_result_t loom_rt_endpoint_local(const struct loom_ranktable *t, int rank,
                           "fix the table",
              rank, dwhy, have_dev && have_host ? "; " : "", hwhy, rank, server);
     return LOOM_ERROR_SYSTEM;
+}
+
+loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
+                                     char *local, size_t locallen, char *root,
+                                     size_t rootlen, int *root_port)
+{
+    if (!t || rank < 0 || rank >= t->nranks)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    if (t->nranks == 1) {
+        /* Nothing to listen on or connect to: no address is checked, so a
+         * one-rank job runs on any host, with no network at all. */
+        snprintf(local, locallen, "%s", t->by_rank[rank]->address);
+        snprintf(root, rootlen, "%s", t->by_rank[0]->address);
+        *root_port = loom_rt_device_port(t->by_rank[0],
+                                         !t->by_rank[0]->device_address);
+        return LOOM_SUCCESS;
+    }
+    const char *name = loom_config()->address;
+    int mode = loom_rt_addr_mode_parse(name);
+    if (mode < 0) {
+        loom_set_thread_error("LOOM_ADDRESS=%s: expected auto, device or host",
+                              name);
+        return LOOM_ERROR_CONFIG;
+    }
+    char err[768];
+    struct loom_rt_endpoint me, r0;
+    loom_result_t res = loom_rt_endpoint_agreed(t, 0, mode, &r0, err, sizeof err);
+    if (res == LOOM_SUCCESS)
+        res = loom_rt_endpoint_local(t, rank, mode, &me, err, sizeof err);
+    if (res < 0) {
+        loom_set_thread_error("rank table %s: %s", t->name, err);
+        return res;
+    }
+    snprintf(local, locallen, "%s", me.address);
+    snprintf(root, rootlen, "%s", r0.address);
+    *root_port = r0.port;
+    LOOM_INFO(LOOM_SUB_RT, "rank %d: listening on %s (%s), rendezvous at "
+                           "rank 0's %s %s:%d (LOOM_ADDRESS=%s)",
+              rank, me.address, me.field, r0.field, r0.address, r0.port,
+              loom_rt_addr_mode_name(mode));
+    return LOOM_SUCCESS;
 }
