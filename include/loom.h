@@ -245,6 +245,13 @@ LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
  * call on comm. comm may be NULL for errors of a failed init on this thread. */
 LOOM_API const char *loom_get_error_string(loom_comm_t comm);
 
+/* The error that has broken comm (sticky, see below), or LOOM_SUCCESS in
+ * *error while it works: an op that failed on a stream, a peer lost, an
+ * abort. Neither waits nor communicates (HCCL's HcclGetCommAsyncError,
+ * NCCL's ncclCommGetAsyncError). */
+LOOM_API loom_result_t loom_comm_get_async_error(loom_comm_t comm,
+                                                 loom_result_t *error);
+
 /* ------------------------------------------------------------------------ */
 /* Failures. A call that fails returns an error and loom_get_error_string()  */
 /* names the cause: the peer (rank, server, address) that closed, reset or   */

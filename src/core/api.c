@@ -131,3 +131,12 @@ LOOM_API loom_result_t loom_barrier(loom_comm_t comm, loom_stream_t stream)
     struct loom_op d = {.kind = LOOM_OP_BARRIER, .dtype = LOOM_UINT8};
     return submit(&d, comm, stream);
 }
+
+LOOM_API loom_result_t loom_comm_get_async_error(loom_comm_t comm,
+                                                 loom_result_t *error)
+{
+    if (!comm || !error)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    *error = loom_comm_error(comm);
+    return LOOM_SUCCESS;
+}
