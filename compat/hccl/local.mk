@@ -23,6 +23,8 @@ loomhccl_HEADERS = \
 	compat/hccl/include/hccl/hccl.h \
 	compat/hccl/include/hccl/hccl_types.h
 
+# Directories under the prefix are written relative to it, as configure
+# writes loom.pc, so that pkg-config --define-prefix relocates both.
 pkgconfig_DATA += loom-hccl.pc
 loom-hccl.pc: $(srcdir)/compat/hccl/loom-hccl.pc.in Makefile
 	$(AM_V_GEN)sed -e 's|@prefix[@]|$(prefix)|g' \
@@ -30,6 +32,7 @@ loom-hccl.pc: $(srcdir)/compat/hccl/loom-hccl.pc.in Makefile
 		-e 's|@libdir[@]|$(libdir)|g' \
 		-e 's|@includedir[@]|$(includedir)|g' \
 		-e 's|@VERSION[@]|$(PACKAGE_VERSION)|g' \
+		-e '/^prefix=/!s|=$(prefix)\([/]\{0,1\}\)|=$${prefix}\1|' \
 		$(srcdir)/compat/hccl/loom-hccl.pc.in >$@
 CLEANFILES += loom-hccl.pc
 EXTRA_DIST += compat/hccl/loom-hccl.pc.in docs/hccl.md
