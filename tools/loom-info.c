@@ -7,10 +7,12 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "loom.h"
 #include "config.h"
+#include "transport/transport.h"
 
 static void info_usage(FILE *out)
 {
@@ -32,6 +34,22 @@ static int info_print_summary(void)
     }
     printf("Loom version : %s (code %d)\n", version, code);
     printf("features     : %s\n", features);
+    /* each transport slot: built or not, and whether it can run here */
+    static const char *const slot_names[LOOM_TRANSPORT_SLOTS] = {"tcp", "ofi", "verbs"};
+    static const char *const slot_flags[LOOM_TRANSPORT_SLOTS] = {"", "--with-ofi",
+                                                                 "--with-verbs"};
+    for (int i = 0; i < LOOM_TRANSPORT_SLOTS; i++) {
+        const struct loom_transport *t = loom_transports[i];
+        char why[512] = "";
+        if (!t)
+            printf("transport    : %-6s not built (configure %s)\n", slot_names[i],
+                   slot_flags[i]);
+        else if (t->available && t->available(why, sizeof why) != 0)
+            printf("transport    : %-6s built; cannot run here: %s\n", t->name, why);
+        else
+            printf("transport    : %-6s built, available%s\n", t->name,
+                   strcmp(t->name, loom_config()->transport) == 0 ? " (LOOM_TRANSPORT)" : "");
+    }
 
     /* The same rule config.c follows: LOOM_CONF_FILE, else /etc/loom.conf. */
     const char *conf = getenv("LOOM_CONF_FILE");

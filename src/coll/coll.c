@@ -268,7 +268,17 @@ loom_result_t loom_allreduce_begin(struct loom_comm *comm, struct loom_op *op,
     return LOOM_SUCCESS;
 }
 
+static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op);
+
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
+{
+    loom_result_t res = coll_run_algo(comm, op);
+    if (res == LOOM_SUCCESS && comm->env_busy)
+        res = loom_p2p_env_drain(comm, op);
+    return res;
+}
+
+static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op)
 {
     enum loom_algo a = loom_coll_select(comm, op);
     if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) {

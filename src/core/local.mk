@@ -7,6 +7,7 @@ libloom_core_la_SOURCES += \
 	src/core/config.h \
 	src/core/log.h \
 	src/core/result.c \
+	src/core/info.c \
 	src/core/comm.c \
 	src/core/queue.c \
 	src/core/api.c \

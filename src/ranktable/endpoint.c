@@ -261,18 +261,23 @@ loom_result_t loom_rt_endpoint_local(const struct loom_ranktable *t, int rank,
 }
 
 loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
-                                     char *local, size_t locallen, char *root,
+                                     char *local, size_t locallen,
+                                     int *local_port, char *root,
                                      size_t rootlen, int *root_port)
 {
     if (!t || rank < 0 || rank >= t->nranks)
         return LOOM_ERROR_INVALID_ARGUMENT;
     if (t->nranks == 1) {
-        /* Nothing to listen on or connect to: no address is checked, so a
-         * one-rank job runs on any host, with no network at all. */
-        snprintf(local, locallen, "%s", t->by_rank[rank]->address);
-        snprintf(root, rootlen, "%s", t->by_rank[0]->address);
-        *root_port = loom_rt_device_port(t->by_rank[0],
-                                         !t->by_rank[0]->device_address);
+        /* Nobody to reach this rank: it listens where this host can (the
+         * table's address, else any), on a port of the kernel's choosing,
+         * so that a one-rank job runs on any host, even with no network
+         * (the seeds' rank_table_1p_0.json names an NPU's address). */
+        const char *addr = t->by_rank[rank]->address;
+        if (loom_rt_addr_usable(addr) != 0)
+            addr = "0.0.0.0";
+        snprintf(local, locallen, "%s", addr);
+        snprintf(root, rootlen, "%s", addr);
+        *local_port = *root_port = 0;
         return LOOM_SUCCESS;
     }
     const char *name = loom_config()->address;
@@ -293,10 +298,11 @@ loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
     }
     snprintf(local, locallen, "%s", me.address);
     snprintf(root, rootlen, "%s", r0.address);
+    *local_port = me.port;
     *root_port = r0.port;
-    LOOM_INFO(LOOM_SUB_RT, "rank %d: listening on %s (%s), rendezvous at "
-                           "rank 0's %s %s:%d (LOOM_ADDRESS=%s)",
-              rank, me.address, me.field, r0.field, r0.address, r0.port,
-              loom_rt_addr_mode_name(mode));
+    LOOM_INFO(LOOM_SUB_RT, "rank %d: listening on %s (%s) port %d, rendezvous "
+                           "at rank 0's %s %s:%d (LOOM_ADDRESS=%s)",
+              rank, me.address, me.field, me.port, r0.field, r0.address,
+              r0.port, loom_rt_addr_mode_name(mode));
     return LOOM_SUCCESS;
 }

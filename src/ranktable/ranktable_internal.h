@@ -217,13 +217,15 @@ loom_result_t loom_rt_endpoint_local(const struct loom_ranktable *t, int rank,
                                      struct loom_rt_endpoint *ep, char *err,
                                      size_t errlen);
 
-/* For loom_comm_init_ranktable: under LOOM_ADDRESS, the address rank
- * listens on here (loom_rt_endpoint_local) and the rendezvous every rank
- * connects to (rank 0's loom_rt_endpoint_agreed). A one-rank job gets the
- * table's addresses unchecked: it opens no socket. On failure the thread's
- * error (loom_get_error_string(NULL)) says why. */
+/* For loom_comm_init_ranktable: under LOOM_ADDRESS, the address and port
+ * rank listens on here (loom_rt_endpoint_local) and the rendezvous every
+ * rank connects to (rank 0's loom_rt_endpoint_agreed). A one-rank job, which
+ * nobody connects to, gets the table's address when this host can use it,
+ * else 0.0.0.0, and port 0: it runs on any host, even one with no network.
+ * On failure the thread's error (loom_get_error_string(NULL)) says why. */
 loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
-                                     char *local, size_t locallen, char *root,
+                                     char *local, size_t locallen,
+                                     int *local_port, char *root,
                                      size_t rootlen, int *root_port);
 
 /* The port of a device when it uses its host address (host != 0:

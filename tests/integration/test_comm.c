@@ -535,6 +535,63 @@ START_TEST(mismatched_calls_named)
 }
 END_TEST
 
+/* Over the network (no shared memory), whatever the transport checks:
+ *   0: tcp reads the peer's call from its frame header;
+ *   1: a transport that cannot check calls (tcp told to behave so): the
+ *      core's envelope ahead of each message names the peer's call;
+ *   2: no message ever arrives (each rank waits to receive from the other):
+ *      the waiting rank asks its peer out of band which call it is in.
+ * Every rank fails within seconds with both calls named. */
+static int g_net_case;
+
+static int rank_mismatch_net(int rank, int n, void *arg)
+{
+    (void)arg;
+    setenv("LOOM_SHM", "0", 1);
+    if (g_net_case == 1)
+        setenv("LOOM_TEST_TCP_NO_FINGERPRINT", "1", 1);
+    loom_comm_t comm = join(rank, n);
+    float buf[1024] = {0}, out[2048];
+    loom_result_t res;
+    const char *mine, *theirs;
+    double t0 = harness_now();
+    if (g_net_case == 0) {
+        res = rank == 0 ? loom_allreduce(buf, buf, 1024, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
+                        : loom_allgather(buf, out, 256, LOOM_FLOAT32, comm, NULL);
+        mine = rank == 0 ? "allreduce(float32, 1024, sum) #1" : "allgather(float32, 256) #1";
+        theirs = rank == 0 ? "allgather(float32, 256) #1" : "allreduce(float32, 1024, sum) #1";
+    } else if (g_net_case == 1) {
+        res = rank == 0 ? loom_allreduce(buf, buf, 256, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
+                        : loom_broadcast(buf, 256, LOOM_FLOAT32, 0, comm, NULL);
+        mine = rank == 0 ? "allreduce(float32, 256, sum) #1"
+                         : "broadcast(float32, 256, root 0) #1";
+        theirs = rank == 0 ? "broadcast(float32, 256, root 0) #1"
+                           : "allreduce(float32, 256, sum) #1";
+    } else {
+        res = loom_broadcast(buf, 256, LOOM_FLOAT32, 1 - rank, comm, NULL);
+        mine = rank == 0 ? "broadcast(float32, 256, root 1) #1"
+                         : "broadcast(float32, 256, root 0) #1";
+        theirs = rank == 0 ? "broadcast(float32, 256, root 0) #1"
+                           : "broadcast(float32, 256, root 1) #1";
+    }
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (res != LOOM_ERROR_MISMATCH || dt > 6 || !strstr(msg, mine) || !strstr(msg, theirs)) {
+        fprintf(stderr, "case %d rank %d after %.1f s: %s: %s\n", g_net_case, rank, dt,
+                loom_result_string(res), msg);
+        return 10;
+    }
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(mismatched_calls_named_network)
+{
+    g_net_case = _i;
+    RUN(2, rank_mismatch_net, NULL, 30);
+}
+END_TEST
+
 /* ---- a rank that dies between calls is noticed by ranks in a barrier ----
  * Rank 3 leaves only once the others have returned from the first call: a
  * rank can finish a collective while another still waits in it, and a peer
@@ -691,6 +748,7 @@ int main(void)
     tcase_add_test(tc, unique_id);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
+    tcase_add_loop_test(tc, mismatched_calls_named_network, 0, 3);
     tcase_add_test(tc, death_between_calls_noticed);
     tcase_add_test(tc, orderly_exit_is_quiet);
     tcase_add_test(tc, stall_timeout_and_flight_recorder);

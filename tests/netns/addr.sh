@@ -10,7 +10,8 @@
 #      error naming the device_ip, the errno text and the fix
 #   4. check --local on host B names ranks 2 and 3, and host_ip as used
 #   5. the seeds' one-device table (rank_table_1p_0.json) in a namespace
-#      with no network at all            -> the one rank exact
+#      with no network at all, and on host A, which owns none of its
+#      addresses                          -> the one rank exact, both times
 #
 # Needs root and network namespaces; otherwise prints SKIP and exits 77.
 # env: LOOM_BUILDDIR (default .), LOOM_SRCDIR, NETNS_KEEP=1 keeps the work
@@ -131,19 +132,24 @@ grep -q "^rank 2: .*device_ip 192.168.77.20 not here (Cannot assign requested ad
 grep -q "^rank [0145]: server [^ ]* device [0-9]*: " "$work/local.out" && fail "check --local on host B lists another host's rank"
 echo "check --local on host B: ranks 2 and 3, host_ip 10.77.0.12"
 
-# --- 5. the seeds' one-device table, no network at all --------------------
+# --- 5. the seeds' one-device table: no network, and a host with one ------
+# Its device_ip and server_id are an NPU's and a server's this host does not
+# own; a one-rank job needs neither.
 nsN=loomN$NETNS_ID
 netns_add "$nsN"       # lo stays down: no address, no route
-ip netns exec "$nsN" env LOOM_CONF_FILE=/dev/null \
-    LOOM_RANK_TABLE="$LOOM_SRCDIR/tests/data/ranktables/valid-seed-1p.json" LOOM_RANK=0 \
-    timeout -s KILL 30 "$LOOM_BUILDDIR/tests/netns/netns_job" -i 1 -c 0,1,7,4099 \
-    >"$work/seed.out" 2>"$work/seed.err"
-rc=$?
-if [ "$rc" != 0 ] || ! grep -q '^RESULT rank=0 ok=1 ' "$work/seed.out"; then
-    fail "seed 1p table, no network: exit $rc: $(head -c 600 "$work/seed.err")"
-else
-    echo "seed rank_table_1p_0.json, no network: $(cat "$work/seed.out")"
-fi
+for ns in "$nsN" "loomA$NETNS_ID"; do
+    what=$([ "$ns" = "$nsN" ] && echo "no network" || echo "on host A (10.77.0.11)")
+    ip netns exec "$ns" env LOOM_CONF_FILE=/dev/null \
+        LOOM_RANK_TABLE="$LOOM_SRCDIR/tests/data/ranktables/valid-seed-1p.json" LOOM_RANK=0 \
+        timeout -s KILL 30 "$LOOM_BUILDDIR/tests/netns/netns_job" -i 1 -c 0,1,7,4099 \
+        >"$work/seed.out" 2>"$work/seed.err"
+    rc=$?
+    if [ "$rc" != 0 ] || ! grep -q '^RESULT rank=0 ok=1 ' "$work/seed.out"; then
+        fail "seed 1p table, $what: exit $rc: $(head -c 600 "$work/seed.err")"
+    else
+        echo "seed rank_table_1p_0.json, $what: $(cat "$work/seed.out")"
+    fi
+done
 
 if [ "$failures" -gt 0 ]; then
     echo "netns addr: $failures failure(s)"
