@@ -198,11 +198,13 @@ LOOM_API const char *loom_redop_name(loom_redop_t op);
 LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
                                                 loom_comm_t *comm);
 /* url is "tcp://host:port" (rank 0 listens there) or "env://" (MASTER_ADDR,
- * MASTER_PORT; nranks and rank may then be -1 to read WORLD_SIZE and RANK). */
+ * MASTER_PORT). nranks and rank may be -1 to take them from the launcher:
+ * RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK and _SIZE, ... (docs/launch.md). */
 LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
                                           loom_comm_t *comm);
 /* The table from LOOM_RANK_TABLE or RANK_TABLE_FILE; the rank from LOOM_RANK,
- * RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID. */
+ * RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID. Without a
+ * table, env:// when MASTER_ADDR and MASTER_PORT are set. */
 LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *comm);
 
 /* Wait for pending work, then free. After an error or abort it does not wait. */

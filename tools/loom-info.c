@@ -1,7 +1,8 @@
 /* loom-info - what this Loom was built with, and its configuration.
  *
  *   loom-info       version, features (transports) built, config file in use
- *   loom-info -c    every LOOM_* variable: value, where it came from, doc */
+ *   loom-info -c    every LOOM_* variable: value, where it came from, doc
+ *   loom-info -h | --help, -V | --version */
 #include "build_config.h"
 
 #include <getopt.h>
@@ -17,10 +18,12 @@
 static void info_usage(FILE *out)
 {
     fprintf(out,
-            "usage: loom-info [-c] [-h]\n"
-            "  (no option)  print the version, the features built and the config file\n"
-            "  -c           print every LOOM_* variable with its value, source and doc\n"
-            "  -h           this help\n");
+            "usage: loom-info [-c] [-h] [-V]\n"
+            "  (no option)    print the version, the features built and the config file\n"
+            "  -c, --config   print every LOOM_* variable with its value, source and doc\n"
+            "  -h, --help     this help\n"
+            "  -V, --version  print the version only\n"
+            "See loom-info(1).\n");
 }
 
 static int info_print_summary(void)
@@ -66,15 +69,24 @@ static int info_print_summary(void)
 
 int main(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        {"config", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
     int show_config = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "ch")) != -1) {
+    while ((opt = getopt_long(argc, argv, "chV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             show_config = 1;
             break;
         case 'h':
             info_usage(stdout);
+            return 0;
+        case 'V':
+            printf("loom-info (Loom) %s\n", PACKAGE_VERSION);
             return 0;
         default:
             info_usage(stderr);

@@ -41,6 +41,9 @@
 #define BOOT_REPORT_FIRST 3.0   /* seconds before rank 0 names missing ranks */
 #define BOOT_REPORT_EVERY 5.0   /* and again every so often                  */
 #define BOOT_LINGER 2.0         /* refusing latecomers after a fatal refusal */
+/* The table spreads down a tree of this fan-out: rank 0 hands it to this
+ * many ranks, each of them to as many more (8: 512 ranks in 3 levels). */
+#define BOOT_FANOUT 8
 
 /* Bytes this rank moved on bootstrap sockets (the calling thread's job). */
 static __thread struct loom_boot_stats boot_count;
@@ -97,12 +100,13 @@ static void refuse(int fd, loom_result_t why, const char *msg, double deadline)
 }
 
 /* Rank r's table has reached its subtree: wait for its children's word
- * (ranks 2r+1 and 2r+2), then tell its parent. When rank 0 returns, every
+ * (ranks 8r+1 .. 8r+8), then tell its parent. When rank 0 returns, every
  * rank holds the table, so no rank can later be stranded by one that left. */
 static loom_result_t tree_ack(const struct loom_boot_params *p, struct loom_oob *oob,
                               double deadline, char *err, size_t errlen)
 {
-    for (int c = 2 * p->rank + 1; c <= 2 * p->rank + 2 && c < p->nranks; c++) {
+    for (int c = BOOT_FANOUT * p->rank + 1;
+         c <= BOOT_FANOUT * p->rank + BOOT_FANOUT && c < p->nranks; c++) {
         void *buf = NULL;
         double left = deadline - loom_now();
         loom_result_t res = loom_oob_recv(oob, LOOM_OOB_TAG_TABLE_ACK, c,
@@ -118,7 +122,7 @@ static loom_result_t tree_ack(const struct loom_boot_params *p, struct loom_oob 
     }
     if (p->rank == 0)
         return LOOM_SUCCESS;
-    return loom_oob_send(oob, (p->rank - 1) / 2, LOOM_OOB_TAG_TABLE_ACK, "", 0);
+    return loom_oob_send(oob, (p->rank - 1) / BOOT_FANOUT, LOOM_OOB_TAG_TABLE_ACK, "", 0);
 }
 
 struct root_state {
@@ -288,7 +292,7 @@ static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
     uint8_t buf[BOOT_ANSWER_LEN + 16 + LOOM_OOB_ENTRY_LEN];
     loom_result_t res = LOOM_SUCCESS;
     for (int r = 1; r < p->nranks && res == LOOM_SUCCESS; r++) {
-        int parent = (r - 1) / 2;
+        int parent = (r - 1) / BOOT_FANOUT;
         loom_put_le32(buf, BOOT_ANSWER_MAGIC);
         loom_put_le16(buf + 4, BOOT_VERSION);
         loom_put_le16(buf + 6, 0);

@@ -1158,7 +1158,13 @@ const uint8_t *loom_oob_table(const struct loom_oob *v)
 uint64_t loom_oob_host(const struct loom_oob *v, int r)
 {
     return loom_get_le64(v->job->table + (size_t)job_rank(v, r) * LOOM_OOB_ENTRY_LEN +
-                         LOOM_NET_WIRE_ADDR_LEN);
+                         LOOM_OOB_ENTRY_HOST);
+}
+
+uint32_t loom_oob_flags(const struct loom_oob *v, int r)
+{
+    return loom_get_le32(v->job->table + (size_t)job_rank(v, r) * LOOM_OOB_ENTRY_LEN +
+                         LOOM_OOB_ENTRY_FLAGS);
 }
 
 loom_result_t loom_oob_view(struct loom_oob *parent, const int *ranks, int n, int me,

@@ -49,9 +49,13 @@ struct loom_auth_key;
 #define LOOM_OOB_KIND_TCP 0x50435454u  /* "TTCP": a tcp transport data socket */
 #define LOOM_OOB_KIND_BOOT 0x54534f42u /* "BOST": a rank joining at rank 0   */
 
-/* What bootstrap records of each rank: its OOB address and a hash naming
- * its host (boot id and host name), 28 bytes on the wire. */
-#define LOOM_OOB_ENTRY_LEN 28
+/* What bootstrap records of each rank, 32 bytes on the wire: its OOB
+ * address (20), a hash naming its host (boot id and host name, 8) and flags
+ * (4; LOOM_OOB_FLAG_*). */
+#define LOOM_OOB_ENTRY_LEN 32
+#define LOOM_OOB_ENTRY_HOST 20       /* offset of the host hash             */
+#define LOOM_OOB_ENTRY_FLAGS 28      /* offset of the flags                 */
+#define LOOM_OOB_FLAG_SHM 0x1u       /* the rank would share memory (LOOM_SHM) */
 
 /* ---- the job (bootstrap/comm creation) ----------------------------------- */
 
@@ -75,8 +79,9 @@ loom_result_t loom_oob_set_entry(struct loom_oob *oob, int rank,
 loom_result_t loom_oob_set_table(struct loom_oob *oob, const uint8_t *table);
 /* The table as the job knows it (NULL before it is complete). */
 const uint8_t *loom_oob_table(const struct loom_oob *oob);
-/* Host hash of (view) rank r from the table. */
+/* Host hash and flags of (view) rank r from the table. */
 uint64_t loom_oob_host(const struct loom_oob *oob, int r);
+uint32_t loom_oob_flags(const struct loom_oob *oob, int r);
 /* A view for a communicator: its ranks are ranks[0..n) of parent (by parent
  * rank), its namespace ns (the new communicator's id); me is this rank's
  * place in it. Holds a reference on the job. */

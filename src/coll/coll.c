@@ -325,3 +325,15 @@ static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op)
     loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "unknown op kind %d", op->kind);
     return LOOM_ERROR_INTERNAL;
 }
+
+void loom_coll_warm(struct loom_comm *comm)
+{
+    if (!comm->tx || comm->nranks < 2)
+        return;
+    int peers[32];
+    int k = loom_rd_partners(comm->rank, comm->nranks, peers, 32);
+    for (int i = 0; i < k; i++)
+        if (!comm->peer_used[peers[i]] &&
+            comm->tx->ops->connect(comm->tx, peers[i]) == LOOM_SUCCESS)
+            comm->peer_used[peers[i]] = 1;
+}

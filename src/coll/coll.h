@@ -125,6 +125,12 @@ loom_result_t loom_ring_allgather(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_ring_reduce_scatter(struct loom_comm *comm,
                                        struct loom_op *op);
 loom_result_t loom_rd_allreduce(struct loom_comm *comm, struct loom_op *op);
+/* The ranks recursive doubling exchanges with (at most max of them). */
+int loom_rd_partners(int rank, int n, int *out, int max);
+/* Start connecting (without waiting) to the peers small allreduces use on
+ * every call, so that the first call's handshakes overlap instead of
+ * running one after another; every other peer is connected on first use. */
+void loom_coll_warm(struct loom_comm *comm);
 loom_result_t loom_chain_broadcast(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_chain_reduce(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_binomial_broadcast(struct loom_comm *comm,

@@ -81,10 +81,17 @@ struct loom_comm {
     double stall_warn;
 };
 
-/* Record an error on comm (first one is sticky) and log it at WARN. */
+/* Record an error on comm (the first one is sticky). The calls on comm
+ * return it, so it is logged at INFO only (once on stderr: where the caller
+ * prints it), under COLL: nearly every caller is an operation's code. */
 void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, logged under subsys (LOOM_SUB_INIT for the communicator's own
+ * life: abort, split; LOOM_SUB_STREAM for stream hooks). */
+void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
+                             loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* The sticky error (LOOM_SUCCESS when none), read under the lock. */
 loom_result_t loom_comm_error(struct loom_comm *comm);

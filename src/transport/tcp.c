@@ -188,7 +188,8 @@ void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
     va_end(ap);
     snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
              loom_tcp_describe(tx, r, d, sizeof d), what);
-    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    /* the op that waits on r returns this: INFO, shown once by the caller */
+    LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
     peer_down(tx, r, res, tx->errmsg);
     tp->pending_err = res;
     if (!tp->blame)

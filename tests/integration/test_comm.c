@@ -1,7 +1,8 @@
 /* test_comm.c - communicator behaviour beyond the collective matrix:
  * streams and events, hook streams with staged "device" buffers, split,
  * abort from another thread, a killed peer, bad init input, env:// and
- * rank-table joins. Each case forks its ranks and bounds its time. */
+ * rank-table joins, joins from a launcher's variables. Each case forks its
+ * ranks and bounds its time. */
 #include <check.h>
 #include <pthread.h>
 #include <signal.h>
@@ -414,6 +415,115 @@ START_TEST(env_url)
 }
 END_TEST
 
+/* Launcher variables off, so each case sets only its own. */
+static void clear_launch_env(void)
+{
+    static const char *const vars[] = {
+        "LOOM_RANK_TABLE", "RANK_TABLE_FILE", "LOOM_RANK", "LOOM_NRANKS", "RANK_ID",
+        "RANK_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
+        "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+/* After a join: checks the rank, the size and a broadcast. */
+static int launched_check(loom_result_t res, loom_comm_t c, int rank, int n,
+                          const char *what)
+{
+    if (res != LOOM_SUCCESS) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, what, loom_get_error_string(NULL));
+        return 10;
+    }
+    int r = -1, size = -1;
+    loom_comm_rank(c, &r);
+    loom_comm_size(c, &size);
+    uint8_t b = (uint8_t)(rank == n - 1 ? 42 : 0);
+    if (r != rank || size != n || loom_broadcast(&b, 1, LOOM_UINT8, n - 1, c, NULL) ||
+        b != 42) {
+        fprintf(stderr, "rank %d: %s: rank %d size %d byte %d\n", rank, what, r, size, b);
+        return 11;
+    }
+    loom_comm_destroy(c);
+    return 0;
+}
+
+/* No rank table, MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK set:
+ * loom_comm_init_env is env://. */
+static int rank_env_fallback(int rank, int n, void *arg)
+{
+    (void)arg;
+    char v[32];
+    clear_launch_env();
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof v, "%d", g_port);
+    setenv("MASTER_PORT", v, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("RANK", v, 1);
+    loom_comm_t c = NULL;
+    loom_result_t res = loom_comm_init_env(&c);
+    return launched_check(res, c, rank, n, "init_env");
+}
+
+START_TEST(env_fallback_without_table)
+{
+    RUN(3, rank_env_fallback, NULL, 30);
+}
+END_TEST
+
+/* tcp:// with nranks and rank -1: Open MPI's variables give them. */
+static int rank_url_launcher(int rank, int n, void *arg)
+{
+    (void)arg;
+    char v[32], url[64];
+    clear_launch_env();
+    snprintf(v, sizeof v, "%d", n);
+    setenv("OMPI_COMM_WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("OMPI_COMM_WORLD_RANK", v, 1);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
+    loom_comm_t c = NULL;
+    loom_result_t res = loom_comm_init_url(url, -1, -1, &c);
+    return launched_check(res, c, rank, n, "init_url -1 -1");
+}
+
+START_TEST(url_rank_from_launcher)
+{
+    RUN(3, rank_url_launcher, NULL, 30);
+}
+END_TEST
+
+/* What -1 without a launcher, or a rank without its size, says. */
+START_TEST(url_launcher_errors)
+{
+    loom_comm_t c;
+    clear_launch_env();
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", -1, -1, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL), "rank -1 and no launcher gives "
+                                                      "one: set RANK and WORLD_SIZE"),
+                  "%s", loom_get_error_string(NULL));
+    setenv("RANK", "1", 1);
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", -1, -1, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL),
+                         "nranks -1 and RANK gives rank 1 but WORLD_SIZE is not set"),
+                  "%s", loom_get_error_string(NULL));
+    setenv("WORLD_SIZE", "1", 1);
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", -1, -1, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL), "RANK=1 is not below WORLD_SIZE=1"),
+                  "%s", loom_get_error_string(NULL));
+    /* no table and no MASTER_ADDR: init_env names both ways */
+    ck_assert_int_eq(loom_comm_init_env(&c), LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL), "LOOM_RANK_TABLE") &&
+                      strstr(loom_get_error_string(NULL), "MASTER_ADDR and MASTER_PORT"),
+                  "%s", loom_get_error_string(NULL));
+}
+END_TEST
+
 /* Unique-id rendezvous: rank 0 makes the id and hands it over (here a
  * shared page, as a framework's store would); every rank joins with it and
  * checks an allreduce, its local rank and size. An id with a bad magic is
@@ -745,6 +855,9 @@ int main(void)
     tcase_add_test(tc, init_errors);
     tcase_add_test(tc, missing_rank_named);
     tcase_add_test(tc, env_url);
+    tcase_add_test(tc, env_fallback_without_table);
+    tcase_add_test(tc, url_rank_from_launcher);
+    tcase_add_test(tc, url_launcher_errors);
     tcase_add_test(tc, unique_id);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
