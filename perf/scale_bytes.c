@@ -33,11 +33,14 @@ void loom_scale_bytes(uint64_t *s, uint64_t *r)
     *r = __atomic_load_n(&received, __ATOMIC_RELAXED);
 }
 
-#define NEXT(name, type) static type real; if (!real) real = (type)dlsym(RTLD_NEXT, name)
+#define NEXT(fn)                                                               \
+    static __typeof__(fn) *real;                                               \
+    if (!real)                                                                 \
+        real = (__typeof__(fn) *)dlsym(RTLD_NEXT, #fn)
 
 ssize_t send(int fd, const void *b, size_t l, int f)
 {
-    NEXT("send", ssize_t (*)(int, const void *, size_t, int));
+    NEXT(send);
     ssize_t n = real(fd, b, l, f);
     count(fd, n, &sent);
     return n;
@@ -45,8 +48,7 @@ ssize_t send(int fd, const void *b, size_t l, int f)
 
 ssize_t sendto(int fd, const void *b, size_t l, int f, const struct sockaddr *a, socklen_t al)
 {
-    NEXT("sendto", ssize_t (*)(int, const void *, size_t, int, const struct sockaddr *,
-                               socklen_t));
+    NEXT(sendto);
     ssize_t n = real(fd, b, l, f, a, al);
     count(fd, n, &sent);
     return n;
@@ -54,7 +56,7 @@ ssize_t sendto(int fd, const void *b, size_t l, int f, const struct sockaddr *a,
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int f)
 {
-    NEXT("sendmsg", ssize_t (*)(int, const struct msghdr *, int));
+    NEXT(sendmsg);
     ssize_t n = real(fd, m, f);
     count(fd, n, &sent);
     return n;
@@ -62,7 +64,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int f)
 
 ssize_t write(int fd, const void *b, size_t l)
 {
-    NEXT("write", ssize_t (*)(int, const void *, size_t));
+    NEXT(write);
     ssize_t n = real(fd, b, l);
     count(fd, n, &sent);
     return n;
@@ -70,7 +72,7 @@ ssize_t write(int fd, const void *b, size_t l)
 
 ssize_t writev(int fd, const struct iovec *v, int c)
 {
-    NEXT("writev", ssize_t (*)(int, const struct iovec *, int));
+    NEXT(writev);
     ssize_t n = real(fd, v, c);
     count(fd, n, &sent);
     return n;
@@ -78,7 +80,7 @@ ssize_t writev(int fd, const struct iovec *v, int c)
 
 ssize_t recv(int fd, void *b, size_t l, int f)
 {
-    NEXT("recv", ssize_t (*)(int, void *, size_t, int));
+    NEXT(recv);
     ssize_t n = real(fd, b, l, f);
     if (!(f & MSG_PEEK))
         count(fd, n, &received);
@@ -87,7 +89,7 @@ ssize_t recv(int fd, void *b, size_t l, int f)
 
 ssize_t recvfrom(int fd, void *b, size_t l, int f, struct sockaddr *a, socklen_t *al)
 {
-    NEXT("recvfrom", ssize_t (*)(int, void *, size_t, int, struct sockaddr *, socklen_t *));
+    NEXT(recvfrom);
     ssize_t n = real(fd, b, l, f, a, al);
     if (!(f & MSG_PEEK))
         count(fd, n, &received);
@@ -96,7 +98,7 @@ ssize_t recvfrom(int fd, void *b, size_t l, int f, struct sockaddr *a, socklen_t
 
 ssize_t recvmsg(int fd, struct msghdr *m, int f)
 {
-    NEXT("recvmsg", ssize_t (*)(int, struct msghdr *, int));
+    NEXT(recvmsg);
     ssize_t n = real(fd, m, f);
     if (!(f & MSG_PEEK))
         count(fd, n, &received);
@@ -105,7 +107,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int f)
 
 ssize_t read(int fd, void *b, size_t l)
 {
-    NEXT("read", ssize_t (*)(int, void *, size_t));
+    NEXT(read);
     ssize_t n = real(fd, b, l);
     count(fd, n, &received);
     return n;
@@ -113,7 +115,7 @@ ssize_t read(int fd, void *b, size_t l)
 
 ssize_t readv(int fd, const struct iovec *v, int c)
 {
-    NEXT("readv", ssize_t (*)(int, const struct iovec *, int));
+    NEXT(readv);
     ssize_t n = real(fd, v, c);
     count(fd, n, &received);
     return n;

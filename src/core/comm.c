@@ -138,6 +138,7 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
     comm->rank = rank;
     comm->nranks = nranks;
     comm->blame = -1;
+    comm->device_id = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
@@ -486,8 +487,12 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
         res = loom_rt_comm_endpoints(rt, rank, comm->local_addr,
                                      sizeof comm->local_addr, &my_port,
                                      root_host, sizeof root_host, &root_port);
-    if (res == LOOM_SUCCESS)
+    if (res == LOOM_SUCCESS) {
+        loom_rank_info_t me;
+        loom_ranktable_rank_info(rt, rank, &me);
+        comm->device_id = me.device_id;
         res = comm_setup(comm);
+    }
     loom_ranktable_free(rt);
     if (res == LOOM_SUCCESS)
         res = comm_connect(comm, root_host, root_port, my_port, -1);
@@ -883,6 +888,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
             if (members[i].rank == parent->ring[p])
                 comm->ring[k++] = i;
     memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
+    /* the parent's device: its table's device_id, else its local rank */
+    comm->device_id = parent->device_id;
+    if (comm->device_id < 0) {
+        int psize;
+        local_place(parent, &comm->device_id, &psize);
+    }
     uint64_t h = parent->comm_id;
     h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
                    sizeof parent->split_count);

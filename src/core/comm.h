@@ -39,6 +39,8 @@ struct loom_comm {
     int local_index;              /* this rank's place in local_ranks        */
     int *server_of;               /* rank table's server index of each rank;
                                      NULL for tcp:// and split communicators */
+    int device_id;                /* rank table's device_id of this rank;
+                                     -1 without a table (split: the parent's) */
     void *shm;                    /* shared-memory state (src/shm), or NULL  */
 
     /* tuning, from the configuration at creation */
