@@ -1,6 +1,7 @@
-/* hccl_coll.c - HCCL's collectives over Loom's. Reductions take the types
- * Loom reduces; data movement (broadcast, allgather) takes every HCCL type
- * with a size, as bytes when Loom has no such type. The stream is a
+/* hccl_coll.c - HCCL's collectives and point-to-point calls over Loom's.
+ * Reductions take the types Loom reduces; data movement (broadcast,
+ * allgather, send, recv) takes every HCCL type with a size, as bytes when
+ * Loom has no such type. The stream is a
  * loom_stream_t, or NULL to complete before returning. */
 #include "build_config.h"
 
@@ -159,6 +160,50 @@ LOOM_HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count,
                               root);
     return done(loom_broadcast(buf, lcount, dt, (int)root, (loom_comm_t)comm,
                                (loom_stream_t)stream),
+                what, comm);
+}
+
+/* Send and recv move data: every HCCL type with a size, as bytes when Loom
+ * has no such type. */
+static HcclResult p2p_args(const char *what, HcclComm comm, HcclDataType dt,
+                           uint64_t count, uint32_t peer, loom_dtype_t *ldt,
+                           uint64_t *lcount)
+{
+    HcclResult h = need_comm(what, comm);
+    if (h == HCCL_SUCCESS)
+        h = move_args(what, dt, count, ldt, lcount);
+    if (h == HCCL_SUCCESS && peer > INT32_MAX)
+        h = loom_hccl_fail(HCCL_E_PARA, what, "rank %u is out of range", peer);
+    return h;
+}
+
+LOOM_HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count,
+                                  HcclDataType dataType, uint32_t destRank,
+                                  HcclComm comm, aclrtStream stream)
+{
+    const char *what = "HcclSend";
+    loom_dtype_t dt;
+    uint64_t lcount;
+    HcclResult h = p2p_args(what, comm, dataType, count, destRank, &dt, &lcount);
+    if (h != HCCL_SUCCESS)
+        return h;
+    return done(loom_send(sendBuf, lcount, dt, (int)destRank,
+                          (loom_comm_t)comm, (loom_stream_t)stream),
+                what, comm);
+}
+
+LOOM_HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count,
+                                  HcclDataType dataType, uint32_t srcRank,
+                                  HcclComm comm, aclrtStream stream)
+{
+    const char *what = "HcclRecv";
+    loom_dtype_t dt;
+    uint64_t lcount;
+    HcclResult h = p2p_args(what, comm, dataType, count, srcRank, &dt, &lcount);
+    if (h != HCCL_SUCCESS)
+        return h;
+    return done(loom_recv(recvBuf, lcount, dt, (int)srcRank, (loom_comm_t)comm,
+                          (loom_stream_t)stream),
                 what, comm);
 }
 

@@ -209,6 +209,11 @@ START_TEST(test_one_rank_collectives)
     ck_assert_int_eq(HcclAllGather(in, out, UINT64_MAX / 4,
                                    HCCL_DATA_TYPE_INT128, comm, NULL),
                      HCCL_E_PARA);
+    /* point to point: a peer that is not a rank, a type that is none */
+    ck_assert_int_eq(HcclSend(in, 1, HCCL_DATA_TYPE_INT8, 1, comm, NULL),
+                     HCCL_E_PARA);
+    ck_assert_int_eq(HcclRecv(in, 1, (HcclDataType)13, 0, comm, NULL),
+                     HCCL_E_PARA);
     HcclResult async = HCCL_E_RESERVED;
     ck_assert_int_eq(HcclGetCommAsyncError(comm, &async), HCCL_SUCCESS);
     ck_assert_int_eq(async, HCCL_SUCCESS);
@@ -359,6 +364,10 @@ START_TEST(test_config_and_pointer_errors)
     ck_assert_int_eq(HcclBarrier(NULL, NULL), HCCL_E_PTR);
     ck_assert_int_eq(HcclAllReduce(&v, &v, 1, HCCL_DATA_TYPE_UINT32,
                                    HCCL_REDUCE_SUM, NULL, NULL), HCCL_E_PTR);
+    ck_assert_int_eq(HcclSend(&v, 1, HCCL_DATA_TYPE_UINT32, 0, NULL, NULL),
+                     HCCL_E_PTR);
+    ck_assert_int_eq(HcclRecv(&v, 1, HCCL_DATA_TYPE_UINT32, 0, NULL, NULL),
+                     HCCL_E_PTR);
 }
 END_TEST
 

@@ -10,7 +10,8 @@
  *
  * It runs every collective (allreduce and reduce for every type Loom
  * reduces and every op, reduce-scatter, allgather and broadcast, also of
- * types Loom only moves), the rank and size queries, barrier, the async
+ * types Loom only moves), send and recv around a ring, the rank and size
+ * queries, barrier, the async
  * error query, the error strings, the errors for a type Loom does not
  * reduce and an unknown op, and destroy; each rank checks every element
  * against a reference it computes itself. Exit 0 and one line
@@ -312,6 +313,41 @@ static void test_broadcast(HcclComm comm, uint64_t count)
     }
 }
 
+/* A ring exchange: each rank sends its block to rank+1 and receives rank-1's.
+ * Blocking calls, so even ranks send first and odd ranks receive first
+ * (with an odd size rank 0 and the last rank both send first: the last
+ * rank's send waits for rank 0's receive, which follows rank 0's send to
+ * rank 1, an odd rank that receives first). */
+static void test_send_recv(HcclComm comm, uint64_t count)
+{
+    if (g_size < 2)
+        return;
+    uint32_t next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+    for (size_t t = 0; t < 3; t++) {
+        HcclDataType dt = move_types[t * 2 + 1 < NMOVE_TYPES ? t * 2 + 1 : 0];
+        char *out = xmalloc(count * 8), *in = xmalloc(count * 8);
+        for (uint64_t i = 0; i < count; i++) {
+            put(out, dt, i, moved(dt, g_rank, i + t));
+            put(in, dt, i, 99);
+        }
+        if (g_rank % 2 == 0) {
+            CHECK(HcclSend(out, count, dt, next, comm, NULL));
+            CHECK(HcclRecv(in, count, dt, prev, comm, NULL));
+        } else {
+            CHECK(HcclRecv(in, count, dt, prev, comm, NULL));
+            CHECK(HcclSend(out, count, dt, next, comm, NULL));
+        }
+        for (uint64_t i = 0; i < count; i++) {
+            double got = get(in, dt, i), want = moved(dt, prev, i + t);
+            if (got != want)
+                wrong("HcclRecv", dt, -1, i, got, want);
+            g_checks++;
+        }
+        free(in);
+        free(out);
+    }
+}
+
 /* Errors that need no peer: every rank gets them alike, and the
  * communicator stays usable. */
 static void test_errors(HcclComm comm)
@@ -438,6 +474,7 @@ int main(int argc, char **argv)
         test_reduce_scatter(comm, counts[c] == 1 ? 1 : 1031);
         test_allgather(comm, counts[c] == 1 ? 1 : 2053);
         test_broadcast(comm, counts[c]);
+        test_send_recv(comm, counts[c] == 1 ? 1 : 3001);
     }
     test_allreduce(comm, 777, 1); /* in place */
     test_errors(comm);

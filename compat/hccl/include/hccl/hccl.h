@@ -99,6 +99,19 @@ LOOM_HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf,
                                     HcclComm comm, aclrtStream stream);
 LOOM_HCCL_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream);
 
+/* ---- point to point: only the two ranks take part ------------------------ */
+
+/* Messages between two ranks match in the order they were issued; count and
+ * dataType must agree with the receive (a mismatch is an error naming both
+ * calls). With stream NULL both block until the message has moved, so two
+ * ranks that exchange must order their calls (one sends first). */
+LOOM_HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count,
+                                  HcclDataType dataType, uint32_t destRank,
+                                  HcclComm comm, aclrtStream stream);
+LOOM_HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count,
+                                  HcclDataType dataType, uint32_t srcRank,
+                                  HcclComm comm, aclrtStream stream);
+
 #ifdef __cplusplus
 }
 #endif
