@@ -94,7 +94,8 @@ LOOM_API loom_result_t loom_diag_get(const loom_diag_t *diag, size_t i,
                                      const char **path, const char **message);
 LOOM_API loom_result_t loom_diag_free(loom_diag_t *diag);
 
-/* "1.0" or "1.2". The string lives as long as the table. */
+/* "1.0" or "1.2" ("group_list" for a legacy group_list table). The string
+ * lives as long as the table. */
 LOOM_API loom_result_t loom_ranktable_version(const loom_ranktable_t *table,
                                               const char **version);
 LOOM_API loom_result_t loom_ranktable_nranks(const loom_ranktable_t *table,
@@ -110,8 +111,9 @@ typedef struct loom_rank_info {
     int device_id;
     const char *address;   /* endpoint address: device_ip (first of a list),
                               else host_ip, else server_id when an address  */
-    int port;              /* device_port, else LOOM_PORT_BASE + device_id
-                              + LOOM_PORT_OFFSET                            */
+    int port;              /* with device_ip: device_port; else host_port,
+                              else device_port; else LOOM_PORT_BASE +
+                              device_id + LOOM_PORT_OFFSET                  */
     int local_rank;        /* index among the ranks of the same server      */
     int local_size;        /* number of ranks on that server                */
 } loom_rank_info_t;
@@ -119,6 +121,25 @@ typedef struct loom_rank_info {
 LOOM_API loom_result_t loom_ranktable_rank_info(const loom_ranktable_t *table,
                                                 int rank,
                                                 loom_rank_info_t *info);
+
+/* Both addresses the table gives a rank, before LOOM_ADDRESS (auto, device
+ * or host) picks the one it uses: its device's and its host's. A host-NIC
+ * table (a host_ip on every server, no device_ip) gives only the host's.
+ * The caller sets struct_size to sizeof(loom_rank_addrs_t); the struct
+ * grows compatibly. Strings live as long as the table. */
+typedef struct loom_rank_addrs {
+    size_t struct_size;
+    const char *device_address; /* first address of device_ip; NULL: none  */
+    int device_port;            /* device_port, else LOOM_PORT_BASE +
+                                   device_id + LOOM_PORT_OFFSET             */
+    const char *host_address;   /* host_ip, else server_id when an IP
+                                   address; NULL: none                      */
+    int host_port;              /* host_port, else as device_port           */
+} loom_rank_addrs_t;
+
+LOOM_API loom_result_t loom_ranktable_rank_addrs(const loom_ranktable_t *table,
+                                                 int rank,
+                                                 loom_rank_addrs_t *addrs);
 /* The ranks that share server server_index, ascending. Writes at most max
  * ranks to ranks[] and the number there are to *count. */
 LOOM_API loom_result_t loom_ranktable_server_ranks(const loom_ranktable_t *table,
@@ -288,6 +309,13 @@ LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
 /* The full message of comm's last error ("" when none). Valid until the next
  * call on comm. comm may be NULL for errors of a failed init on this thread. */
 LOOM_API const char *loom_get_error_string(loom_comm_t comm);
+
+/* The error that has broken comm (sticky, see below), or LOOM_SUCCESS in
+ * *error while it works: an op that failed on a stream, a peer lost, an
+ * abort. Neither waits nor communicates (HCCL's HcclGetCommAsyncError,
+ * NCCL's ncclCommGetAsyncError). */
+LOOM_API loom_result_t loom_comm_get_async_error(loom_comm_t comm,
+                                                 loom_result_t *error);
 
 /* ------------------------------------------------------------------------ */
 /* Failures. A call that fails returns an error and loom_get_error_string()  */

@@ -238,3 +238,12 @@ LOOM_API loom_result_t loom_scatter(const void *sendbuf, void *recvbuf,
                         .root = root};
     return submit(&d, LOOM_SUM, comm, stream);
 }
+
+LOOM_API loom_result_t loom_comm_get_async_error(loom_comm_t comm,
+                                                 loom_result_t *error)
+{
+    if (!comm || !error)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    *error = loom_comm_error(comm);
+    return LOOM_SUCCESS;
+}

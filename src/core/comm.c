@@ -20,6 +20,7 @@
 #include "core.h"
 #include "config.h"
 #include "launch.h"
+#include "ranktable/ranktable_internal.h"
 #include "shm/shm.h"
 #include "util.h"
 
@@ -423,9 +424,6 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
     comm->server_of = calloc((size_t)n, sizeof *comm->server_of);
     if (!comm->server_of)
         res = LOOM_ERROR_NO_MEMORY;
-    loom_rank_info_t root, me;
-    loom_ranktable_rank_info(rt, 0, &root);
-    loom_ranktable_rank_info(rt, rank, &me);
     for (int r = 0; r < n && res == LOOM_SUCCESS; r++) {
         loom_rank_info_t ri;
         loom_ranktable_rank_info(rt, r, &ri);
@@ -439,18 +437,19 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
                               path, k, n);
         res = LOOM_ERROR_INVALID_RANKTABLE;
     }
-    if (res == LOOM_SUCCESS && !me.address) {
-        loom_set_thread_error("rank table %s: rank %d has no address", path, rank);
-        res = LOOM_ERROR_INVALID_RANKTABLE;
-    }
+    /* LOOM_ADDRESS picks this rank's address and port and the rendezvous */
+    char root_host[64] = "";
+    int root_port = 0, my_port = 0;
+    if (res == LOOM_SUCCESS)
+        res = loom_rt_comm_endpoints(rt, rank, comm->local_addr,
+                                     sizeof comm->local_addr, &my_port,
+                                     root_host, sizeof root_host, &root_port);
     if (res == LOOM_SUCCESS) {
-        snprintf(comm->local_addr, sizeof comm->local_addr, "%s", me.address);
+        loom_rank_info_t me;
+        loom_ranktable_rank_info(rt, rank, &me);
         comm->device_id = me.device_id;
         res = comm_setup(comm);
     }
-    char root_host[64];
-    snprintf(root_host, sizeof root_host, "%s", root.address ? root.address : "");
-    int root_port = root.port, my_port = me.port;
     loom_ranktable_free(rt);
     if (res == LOOM_SUCCESS)
         res = comm_connect(comm, root_host, root_port, my_port, -1);

@@ -6,8 +6,12 @@ LOOM_RANKTABLE_SOURCES = \
 	src/ranktable/set.h \
 	src/ranktable/set.c \
 	src/ranktable/diag.c \
+	src/ranktable/walk.h \
 	src/ranktable/parse.c \
+	src/ranktable/legacy.c \
 	src/ranktable/validate.c \
+	src/ranktable/ranks.c \
+	src/ranktable/endpoint.c \
 	src/ranktable/ranktable.c
 
 libloom_core_la_SOURCES += $(LOOM_RANKTABLE_SOURCES)

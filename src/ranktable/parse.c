@@ -1,10 +1,11 @@
 /* parse.c - JSON text -> struct loom_ranktable, with type checks.
  *
- * Each object is walked once against a table of the fields it may hold: a
- * field of the wrong JSON type is an error naming its path, a field that
- * appears twice is an error, a required field that is absent is an error, and
- * a field nobody knows is a warning. HCCL rules about values (uniqueness,
- * ranges, addresses) are validate.c's job. */
+ * The layout is recognised first (server_list, legacy group_list, 2.0's
+ * rank_list). Each object is then walked once against a table of the fields
+ * it may hold (walk.h): a field of the wrong JSON type is an error naming its
+ * path, a field that appears twice is an error, a required field that is
+ * absent is an error, and a field nobody knows is a warning. HCCL rules about
+ * values (uniqueness, ranges, addresses) are validate.c's job. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -16,21 +17,7 @@
 #include "loom.h"
 #include "ranktable/ranktable_internal.h"
 #include "ranktable/text.h"
-
-enum rt_kind { RT_STRING, RT_ARRAY };
-
-struct rt_field {
-    const char *name;
-    enum rt_kind kind;
-    int v12_only; /* part of version 1.2 only */
-    int required;
-};
-
-struct rt_walk {
-    struct loom_diag *d;
-    int is_v10;    /* version "1.0": 1.2 fields are warned about */
-    int nomem;
-};
+#include "ranktable/walk.h"
 
 static const char *json_type_name(const cJSON *item)
 {
@@ -51,7 +38,7 @@ static const char *json_type_name(const cJSON *item)
     return "an invalid value";
 }
 
-static void path_key(char *out, const char *base, const char *key)
+void loom_rt_path_key(char *out, const char *base, const char *key)
 {
     if (base[0])
         loom_rt_path(out, "%s.%s", base, key);
@@ -59,18 +46,21 @@ static void path_key(char *out, const char *base, const char *key)
         loom_rt_path(out, "%s", key);
 }
 
-static void path_index(char *out, const char *base, size_t i)
+void loom_rt_path_index(char *out, const char *base, size_t i)
 {
     loom_rt_path(out, "%s[%zu]", base, i);
 }
 
-static void type_error(struct rt_walk *w, const char *path, const char *want,
-                       const cJSON *item)
+static void type_error(struct loom_rt_walk *w, const char *path,
+                       const char *want, const cJSON *item)
 {
     if (cJSON_IsNumber(item) && strcmp(want, "a string") == 0) {
-        /* The common mistake: HCCL wants "rank_id": "0", not 0. */
+        /* The common mistake: HCCL wants "rank_id": "0", not 0. A version
+         * is written with its point: 1 and 1.0 become "1.0". */
         char num[64];
-        snprintf(num, sizeof num, "%.17g", item->valuedouble);
+        snprintf(num, sizeof num, "%.15g", item->valuedouble);
+        if (strcmp(path, "version") == 0 && !strpbrk(num, ".eEn"))
+            strcat(num, ".0");
         loom_rt_error(w->d, path,
                       "expected a string, found the number %s (write \"%s\")",
                       num, num);
@@ -80,11 +70,9 @@ static void type_error(struct rt_walk *w, const char *path, const char *want,
                   json_type_name(item));
 }
 
-/* Match obj's members against fields[]; found[i] gets the member of the right
- * type or NULL. */
-static void walk_object(struct rt_walk *w, const cJSON *obj, const char *path,
-                        const struct rt_field *fields, size_t nfields,
-                        const cJSON **found)
+void loom_rt_walk_object(struct loom_rt_walk *w, const cJSON *obj,
+                         const char *path, const struct loom_rt_field *fields,
+                         size_t nfields, const cJSON **found)
 {
     char sub[LOOM_RT_MAX_PATH];
     int seen[16] = {0};
@@ -94,7 +82,7 @@ static void walk_object(struct rt_walk *w, const cJSON *obj, const char *path,
     for (const cJSON *m = obj->child; m; m = m->next) {
         const char *key = m->string ? m->string : "";
         size_t f;
-        path_key(sub, path, key);
+        loom_rt_path_key(sub, path, key);
         for (f = 0; f < nfields; f++)
             if (strcmp(fields[f].name, key) == 0)
                 break;
@@ -111,11 +99,11 @@ static void walk_object(struct rt_walk *w, const cJSON *obj, const char *path,
                             "is a version 1.2 field; ignored in a 1.0 table");
             continue;
         }
-        if (fields[f].kind == RT_STRING && !cJSON_IsString(m)) {
+        if (fields[f].kind == LOOM_RT_STRING && !cJSON_IsString(m)) {
             type_error(w, sub, "a string", m);
             continue;
         }
-        if (fields[f].kind == RT_ARRAY && !cJSON_IsArray(m)) {
+        if (fields[f].kind == LOOM_RT_ARRAY && !cJSON_IsArray(m)) {
             type_error(w, sub, "an array", m);
             continue;
         }
@@ -123,14 +111,13 @@ static void walk_object(struct rt_walk *w, const cJSON *obj, const char *path,
     }
     for (size_t f = 0; f < nfields; f++) {
         if (fields[f].required && !seen[f]) {
-            path_key(sub, path, fields[f].name);
+            loom_rt_path_key(sub, path, fields[f].name);
             loom_rt_error(w->d, sub, "required field is missing");
         }
     }
 }
 
-/* strdup of a found string member (NULL stays NULL). */
-static char *dup_member(struct rt_walk *w, const cJSON *m)
+char *loom_rt_dup_member(struct loom_rt_walk *w, const cJSON *m)
 {
     if (!m)
         return NULL;
@@ -140,9 +127,8 @@ static char *dup_member(struct rt_walk *w, const cJSON *m)
     return s;
 }
 
-/* Items of an array that must be objects; NULL for the others (reported). */
-static const cJSON *array_object(struct rt_walk *w, const cJSON *item,
-                                 const char *path)
+const cJSON *loom_rt_array_object(struct loom_rt_walk *w, const cJSON *item,
+                                  const char *path)
 {
     if (cJSON_IsObject(item))
         return item;
@@ -150,60 +136,63 @@ static const cJSON *array_object(struct rt_walk *w, const cJSON *item,
     return NULL;
 }
 
-enum { D_ID, D_IP, D_PORT, D_RANK, D_SUPER, D_BIP, D_BPORT, D_NFIELDS };
+enum { D_ID, D_IP, D_PORT, D_HPORT, D_RANK, D_SUPER, D_BIP, D_BPORT,
+       D_NFIELDS };
 
-static void parse_device(struct rt_walk *w, const cJSON *obj, const char *path,
-                         int many_servers, struct loom_rt_device *dev)
+/* device_ip is optional here: whether a device needs one depends on the
+ * whole table (validate.c says why when it does). */
+static void parse_device(struct loom_rt_walk *w, const cJSON *obj,
+                         const char *path, struct loom_rt_device *dev)
 {
-    const struct rt_field fields[D_NFIELDS] = {
-        [D_ID] = {"device_id", RT_STRING, 0, 1},
-        [D_IP] = {"device_ip", RT_STRING, 0, many_servers},
-        [D_PORT] = {"device_port", RT_STRING, 0, 0},
-        [D_RANK] = {"rank_id", RT_STRING, 0, 1},
-        [D_SUPER] = {"super_device_id", RT_STRING, 1, 0},
-        [D_BIP] = {"backup_device_ip", RT_STRING, 1, 0},
-        [D_BPORT] = {"backup_device_port", RT_STRING, 1, 0},
+    const struct loom_rt_field fields[D_NFIELDS] = {
+        [D_ID] = {"device_id", LOOM_RT_STRING, 0, 1},
+        [D_IP] = {"device_ip", LOOM_RT_STRING, 0, 0},
+        [D_PORT] = {"device_port", LOOM_RT_STRING, 0, 0},
+        [D_HPORT] = {"host_port", LOOM_RT_STRING, 1, 0},
+        [D_RANK] = {"rank_id", LOOM_RT_STRING, 0, 1},
+        [D_SUPER] = {"super_device_id", LOOM_RT_STRING, 1, 0},
+        [D_BIP] = {"backup_device_ip", LOOM_RT_STRING, 1, 0},
+        [D_BPORT] = {"backup_device_port", LOOM_RT_STRING, 1, 0},
     };
     const cJSON *f[D_NFIELDS];
 
-    dev->device_id = dev->device_port = dev->rank = -1;
-    dev->backup_device_port = -1;
-    walk_object(w, obj, path, fields, D_NFIELDS, f);
-    dev->device_id_str = dup_member(w, f[D_ID]);
-    dev->device_ip = dup_member(w, f[D_IP]);
-    dev->device_port_str = dup_member(w, f[D_PORT]);
-    dev->rank_id_str = dup_member(w, f[D_RANK]);
-    dev->super_device_id = dup_member(w, f[D_SUPER]);
-    dev->backup_device_ip = dup_member(w, f[D_BIP]);
-    dev->backup_device_port_str = dup_member(w, f[D_BPORT]);
+    loom_rt_walk_object(w, obj, path, fields, D_NFIELDS, f);
+    dev->device_id_str = loom_rt_dup_member(w, f[D_ID]);
+    dev->device_ip = loom_rt_dup_member(w, f[D_IP]);
+    dev->device_port_str = loom_rt_dup_member(w, f[D_PORT]);
+    dev->host_port_str = loom_rt_dup_member(w, f[D_HPORT]);
+    dev->rank_id_str = loom_rt_dup_member(w, f[D_RANK]);
+    dev->super_device_id = loom_rt_dup_member(w, f[D_SUPER]);
+    dev->backup_device_ip = loom_rt_dup_member(w, f[D_BIP]);
+    dev->backup_device_port_str = loom_rt_dup_member(w, f[D_BPORT]);
 }
 
 enum { S_ID, S_HOST, S_NIC, S_HPORT, S_DEV, S_NFIELDS };
 
-static void parse_server(struct rt_walk *w, const cJSON *obj, const char *path,
-                         int many_servers, struct loom_rt_server *srv)
+static void parse_server(struct loom_rt_walk *w, const cJSON *obj,
+                         const char *path, struct loom_rt_server *srv)
 {
-    const struct rt_field fields[S_NFIELDS] = {
-        [S_ID] = {"server_id", RT_STRING, 0, 1},
-        [S_HOST] = {"host_ip", RT_STRING, 0, 0},
-        [S_NIC] = {"host_nic_ip", RT_STRING, 0, 0},
-        [S_HPORT] = {"host_port", RT_STRING, 1, 0},
-        [S_DEV] = {"device", RT_ARRAY, 0, 1},
+    const struct loom_rt_field fields[S_NFIELDS] = {
+        [S_ID] = {"server_id", LOOM_RT_STRING, 0, 1},
+        [S_HOST] = {"host_ip", LOOM_RT_STRING, 0, 0},
+        [S_NIC] = {"host_nic_ip", LOOM_RT_STRING, 0, 0},
+        [S_HPORT] = {"host_port", LOOM_RT_STRING, 1, 0},
+        [S_DEV] = {"device", LOOM_RT_ARRAY, 0, 1},
     };
     const cJSON *f[S_NFIELDS];
     char sub[LOOM_RT_MAX_PATH], item[LOOM_RT_MAX_PATH];
 
     srv->host_port = -1;
-    walk_object(w, obj, path, fields, S_NFIELDS, f);
-    srv->server_id = dup_member(w, f[S_ID]);
-    srv->host_ip = dup_member(w, f[S_HOST]);
-    srv->host_nic_ip = dup_member(w, f[S_NIC]);
-    srv->host_port_str = dup_member(w, f[S_HPORT]);
+    loom_rt_walk_object(w, obj, path, fields, S_NFIELDS, f);
+    srv->server_id = loom_rt_dup_member(w, f[S_ID]);
+    srv->host_ip = loom_rt_dup_member(w, f[S_HOST]);
+    srv->host_nic_ip = loom_rt_dup_member(w, f[S_NIC]);
+    srv->host_port_str = loom_rt_dup_member(w, f[S_HPORT]);
     if (!f[S_DEV])
         return;
     srv->have_devices = 1;
     size_t n = (size_t)cJSON_GetArraySize(f[S_DEV]);
-    path_key(sub, path, "device");
+    loom_rt_path_key(sub, path, "device");
     if (n == 0) {
         loom_rt_error(w->d, sub, "a server needs at least one device");
         return;
@@ -216,34 +205,34 @@ static void parse_server(struct rt_walk *w, const cJSON *obj, const char *path,
     srv->ndevices = n;
     size_t i = 0;
     for (const cJSON *e = f[S_DEV]->child; e; e = e->next, i++) {
-        path_index(item, sub, i);
+        loom_rt_path_index(item, sub, i);
         struct loom_rt_device *dev = &srv->devices[i];
-        dev->device_id = dev->device_port = dev->rank = -1;
+        dev->device_id = dev->device_port = dev->host_port = dev->rank = -1;
         dev->backup_device_port = -1;
-        if (array_object(w, e, item))
-            parse_device(w, e, item, many_servers, dev);
+        if (loom_rt_array_object(w, e, item))
+            parse_device(w, e, item, dev);
     }
 }
 
 enum { P_ID, P_SERVERS, P_NFIELDS };
 
-static void parse_pod(struct rt_walk *w, const cJSON *obj, const char *path,
+static void parse_pod(struct loom_rt_walk *w, const cJSON *obj, const char *path,
                       struct loom_rt_pod *pod)
 {
-    const struct rt_field fields[P_NFIELDS] = {
-        [P_ID] = {"super_pod_id", RT_STRING, 0, 1},
-        [P_SERVERS] = {"server_list", RT_ARRAY, 0, 1},
+    const struct loom_rt_field fields[P_NFIELDS] = {
+        [P_ID] = {"super_pod_id", LOOM_RT_STRING, 0, 1},
+        [P_SERVERS] = {"server_list", LOOM_RT_ARRAY, 0, 1},
     };
-    const struct rt_field entry_fields[1] = {{"server_id", RT_STRING, 0, 1}};
+    const struct loom_rt_field entry_fields[1] = {{"server_id", LOOM_RT_STRING, 0, 1}};
     const cJSON *f[P_NFIELDS], *ef[1];
     char sub[LOOM_RT_MAX_PATH], item[LOOM_RT_MAX_PATH];
 
-    walk_object(w, obj, path, fields, P_NFIELDS, f);
-    pod->super_pod_id = dup_member(w, f[P_ID]);
+    loom_rt_walk_object(w, obj, path, fields, P_NFIELDS, f);
+    pod->super_pod_id = loom_rt_dup_member(w, f[P_ID]);
     if (!f[P_SERVERS])
         return;
     size_t n = (size_t)cJSON_GetArraySize(f[P_SERVERS]);
-    path_key(sub, path, "server_list");
+    loom_rt_path_key(sub, path, "server_list");
     if (n == 0) {
         loom_rt_error(w->d, sub, "a super pod needs at least one server");
         return;
@@ -256,38 +245,75 @@ static void parse_pod(struct rt_walk *w, const cJSON *obj, const char *path,
     pod->nservers = n;
     size_t i = 0;
     for (const cJSON *e = f[P_SERVERS]->child; e; e = e->next, i++) {
-        path_index(item, sub, i);
-        if (!array_object(w, e, item))
+        loom_rt_path_index(item, sub, i);
+        if (!loom_rt_array_object(w, e, item))
             continue;
-        walk_object(w, e, item, entry_fields, 1, ef);
-        pod->server_ids[i] = dup_member(w, ef[0]);
+        loom_rt_walk_object(w, e, item, entry_fields, 1, ef);
+        pod->server_ids[i] = loom_rt_dup_member(w, ef[0]);
     }
 }
 
 enum { T_VERSION, T_COUNT, T_SERVERS, T_STATUS, T_PODS, T_NFIELDS };
 
-static void parse_top(struct rt_walk *w, const cJSON *root,
+/* Which layout root has: 2.0 tables by their version or their rank_list
+ * (HCCL writes rank_count, rank_list, level_list, numbers as integers),
+ * legacy tables by a group_list in place of server_list. */
+static enum loom_rt_shape recognise(const cJSON *root)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
+    if ((cJSON_IsString(v) && strcmp(v->valuestring, "2.0") == 0) ||
+        (cJSON_IsNumber(v) && v->valuedouble == 2.0) ||
+        cJSON_GetObjectItemCaseSensitive(root, "rank_list") ||
+        cJSON_GetObjectItemCaseSensitive(root, "rank_count"))
+        return LOOM_RT_SHAPE_RANK_LIST;
+    if (cJSON_GetObjectItemCaseSensitive(root, "group_list") &&
+        !cJSON_GetObjectItemCaseSensitive(root, "server_list"))
+        return LOOM_RT_SHAPE_GROUP_LIST;
+    return LOOM_RT_SHAPE_SERVER_LIST;
+}
+
+static void parse_top(struct loom_rt_walk *w, const cJSON *root,
                       struct loom_ranktable *t)
 {
+    t->shape = recognise(root);
+    if (t->shape == LOOM_RT_SHAPE_RANK_LIST) {
+        /* One clear error instead of one per field 2.0 names differently. */
+        const char *where =
+            cJSON_GetObjectItemCaseSensitive(root, "version") ? "version"
+            : cJSON_GetObjectItemCaseSensitive(root, "rank_list")
+                ? "rank_list"
+                : "rank_count";
+        loom_rt_error(w->d, where, "version 2.0 (rank_list format) is not "
+                                   "supported yet: Loom reads versions 1.0 "
+                                   "and 1.2 (server_list) and legacy "
+                                   "group_list tables");
+        t->version = strdup("2.0");
+        w->nomem = !t->version;
+        return;
+    }
+    if (t->shape == LOOM_RT_SHAPE_GROUP_LIST) {
+        loom_rt_parse_group_list(root, t, w->d, &w->nomem);
+        return;
+    }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
     const char *version = cJSON_IsString(v) ? v->valuestring : NULL;
     /* An unknown version is reported by validate.c; read it leniently. */
     w->is_v10 = version && strcmp(version, "1.0") == 0;
 
-    const struct rt_field fields[T_NFIELDS] = {
-        [T_VERSION] = {"version", RT_STRING, 0, 1},
-        [T_COUNT] = {"server_count", RT_STRING, 0, w->is_v10},
-        [T_SERVERS] = {"server_list", RT_ARRAY, 0, 1},
-        [T_STATUS] = {"status", RT_STRING, 0, 1},
-        [T_PODS] = {"super_pod_list", RT_ARRAY, 1, 0},
+    const struct loom_rt_field fields[T_NFIELDS] = {
+        [T_VERSION] = {"version", LOOM_RT_STRING, 0, 1},
+        [T_COUNT] = {"server_count", LOOM_RT_STRING, 0, w->is_v10},
+        [T_SERVERS] = {"server_list", LOOM_RT_ARRAY, 0, 1},
+        [T_STATUS] = {"status", LOOM_RT_STRING, 0, 1},
+        [T_PODS] = {"super_pod_list", LOOM_RT_ARRAY, 1, 0},
     };
     const cJSON *f[T_NFIELDS];
     char item[LOOM_RT_MAX_PATH];
 
-    walk_object(w, root, "", fields, T_NFIELDS, f);
-    t->version = dup_member(w, f[T_VERSION]);
-    t->status = dup_member(w, f[T_STATUS]);
-    t->server_count_str = dup_member(w, f[T_COUNT]);
+    loom_rt_walk_object(w, root, "", fields, T_NFIELDS, f);
+    t->version = loom_rt_dup_member(w, f[T_VERSION]);
+    t->status = loom_rt_dup_member(w, f[T_STATUS]);
+    t->server_count_str = loom_rt_dup_member(w, f[T_COUNT]);
 
     if (f[T_SERVERS]) {
         t->have_server_list = 1;
@@ -303,10 +329,10 @@ static void parse_top(struct rt_walk *w, const cJSON *root,
         t->nservers = n;
         size_t i = 0;
         for (const cJSON *e = f[T_SERVERS]->child; e; e = e->next, i++) {
-            path_index(item, "server_list", i);
+            loom_rt_path_index(item, "server_list", i);
             t->servers[i].host_port = -1;
-            if (array_object(w, e, item))
-                parse_server(w, e, item, n > 1, &t->servers[i]);
+            if (loom_rt_array_object(w, e, item))
+                parse_server(w, e, item, &t->servers[i]);
         }
     }
     if (f[T_PODS]) {
@@ -322,8 +348,8 @@ static void parse_top(struct rt_walk *w, const cJSON *root,
         t->npods = n;
         size_t i = 0;
         for (const cJSON *e = f[T_PODS]->child; e; e = e->next, i++) {
-            path_index(item, "super_pod_list", i);
-            if (array_object(w, e, item))
+            loom_rt_path_index(item, "super_pod_list", i);
+            if (loom_rt_array_object(w, e, item))
                 parse_pod(w, e, item, &t->pods[i]);
         }
     }
@@ -400,7 +426,7 @@ struct loom_ranktable *loom_rt_parse_text(const char *text, size_t len,
     }
     t->server_count = -1;
     t->name = strdup(name ? name : "<string>");
-    struct rt_walk w = {.d = d, .nomem = !t->name};
+    struct loom_rt_walk w = {.d = d, .nomem = !t->name};
     if (!w.nomem)
         parse_top(&w, root, t);
     cJSON_Delete(root);

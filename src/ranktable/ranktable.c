@@ -27,7 +27,10 @@ void loom_rt_table_free(struct loom_ranktable *t)
             free(dev->device_id_str);
             free(dev->device_ip);
             free(dev->device_port_str);
+            free(dev->host_port_str);
             free(dev->rank_id_str);
+            free(dev->src_path);
+            free(dev->rank_path);
             free(dev->super_device_id);
             free(dev->backup_device_ip);
             free(dev->backup_device_port_str);
@@ -40,6 +43,7 @@ void loom_rt_table_free(struct loom_ranktable *t)
         free(srv->host_ip);
         free(srv->host_nic_ip);
         free(srv->host_port_str);
+        free(srv->src_path);
     }
     free(t->servers);
     for (size_t p = 0; p < t->npods; p++) {
@@ -287,6 +291,17 @@ LOOM_API loom_result_t loom_ranktable_nservers(const loom_ranktable_t *table,
     return LOOM_SUCCESS;
 }
 
+int loom_rt_device_port(const struct loom_rt_device *dev, int host)
+{
+    if (host && dev->host_port > 0)
+        return dev->host_port;
+    if (dev->device_port > 0)
+        return dev->device_port;
+    /* Read at each call so LOOM_PORT_BASE/OFFSET changes are seen. */
+    const struct loom_config *cfg = loom_config();
+    return cfg->port_base + dev->device_id + cfg->port_offset;
+}
+
 LOOM_API loom_result_t loom_ranktable_rank_info(const loom_ranktable_t *table,
                                                 int rank,
                                                 loom_rank_info_t *info)
@@ -295,21 +310,33 @@ LOOM_API loom_result_t loom_ranktable_rank_info(const loom_ranktable_t *table,
         return LOOM_ERROR_INVALID_ARGUMENT;
     const struct loom_rt_device *dev = table->by_rank[rank];
     int s = table->server_of_rank[rank];
-    int port = dev->device_port;
-    if (port <= 0) {
-        /* Read at each call so LOOM_PORT_BASE/OFFSET changes are seen. */
-        const struct loom_config *cfg = loom_config();
-        port = cfg->port_base + dev->device_id + cfg->port_offset;
-    }
     *info = (loom_rank_info_t){
         .rank = rank,
         .server_index = s,
         .server_id = table->servers[s].server_id,
         .device_id = dev->device_id,
         .address = dev->address,
-        .port = port,
+        .port = loom_rt_device_port(dev, !dev->device_address),
         .local_rank = table->local_rank[rank],
         .local_size = (int)table->servers[s].ndevices,
+    };
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_ranktable_rank_addrs(const loom_ranktable_t *table,
+                                                 int rank,
+                                                 loom_rank_addrs_t *addrs)
+{
+    if (!table || !addrs || rank < 0 || rank >= table->nranks ||
+        addrs->struct_size < sizeof(loom_rank_addrs_t))
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    const struct loom_rt_device *dev = table->by_rank[rank];
+    *addrs = (loom_rank_addrs_t){
+        .struct_size = sizeof(loom_rank_addrs_t),
+        .device_address = dev->device_address,
+        .device_port = loom_rt_device_port(dev, 0),
+        .host_address = dev->host_address,
+        .host_port = loom_rt_device_port(dev, 1),
     };
     return LOOM_SUCCESS;
 }
@@ -367,6 +394,7 @@ LOOM_API loom_result_t loom_ranktable_hash(const loom_ranktable_t *table,
             h = hash_int(h, dev->rank);
             h = hash_str(h, dev->device_ip);
             h = hash_int(h, dev->device_port);
+            h = hash_int(h, dev->host_port);
             h = hash_str(h, dev->backup_device_ip);
             h = hash_int(h, dev->backup_device_port);
             h = hash_str(h, dev->address);

@@ -57,17 +57,27 @@ struct loom_rt_device {
     char *device_id_str;
     char *device_ip;        /* as written: one address or a comma list */
     char *device_port_str;
+    char *host_port_str;    /* 1.2: the port when the rank uses host_ip */
     char *rank_id_str;
     char *super_device_id;
     char *backup_device_ip;
     char *backup_device_port_str;
     int device_id;
     int device_port;
+    int host_port;
     int rank;
     int backup_device_port;
     char **ips;             /* device_ip split at commas (validate.c)  */
-    size_t nips;            /* addresses in device_ip (0 when absent)  */
-    const char *address;    /* resolved endpoint address (validate.c)  */
+    size_t nips;            /* addresses in device_ip (0: absent or "") */
+    const char *address;    /* the table's endpoint address: device
+                               address, else host address (validate.c) */
+    const char *device_address; /* ips[0], NULL when none             */
+    const char *host_address;   /* host_ip, else server_id when an IP   */
+    /* Where the device was written, for messages about tables that are
+     * not server_list tables (group_list); NULL: server_list[s].device[i].
+     * rank_path likewise names where its rank_id came from. */
+    char *src_path;
+    char *rank_path;
 };
 
 struct loom_rt_server {
@@ -79,6 +89,7 @@ struct loom_rt_server {
     struct loom_rt_device *devices;
     size_t ndevices;
     int have_devices;       /* "device" was an array */
+    char *src_path;         /* as for devices; NULL: server_list[s]     */
 };
 
 struct loom_rt_pod {
@@ -87,9 +98,17 @@ struct loom_rt_pod {
     size_t nservers;
 };
 
+/* The layout a file was recognised by (parse.c). */
+enum loom_rt_shape {
+    LOOM_RT_SHAPE_SERVER_LIST = 0, /* versions 1.0 and 1.2                */
+    LOOM_RT_SHAPE_GROUP_LIST,      /* legacy group_list (legacy.c)        */
+    LOOM_RT_SHAPE_RANK_LIST,       /* version 2.0: recognised, refused    */
+};
+
 struct loom_ranktable {
     char *name;             /* file name or the name given to parse  */
-    char *version;
+    enum loom_rt_shape shape;
+    char *version;          /* "1.0", "1.2"; "group_list" for legacy   */
     char *status;
     char *server_count_str;
     int server_count;
@@ -99,6 +118,9 @@ struct loom_ranktable {
     struct loom_rt_pod *pods;
     size_t npods;
     int have_pods;
+    /* Filled by validate.c. host_nic: every server has host_ip and no
+     * device has device_ip, so a server's ranks share its host_ip. */
+    int host_nic;
     /* Filled by validate.c when the table is valid. */
     int nranks;
     struct loom_rt_device **by_rank; /* [nranks] */
@@ -113,9 +135,23 @@ struct loom_ranktable *loom_rt_parse_text(const char *text, size_t len,
                                           const char *name,
                                           struct loom_diag *d);
 
+/* legacy.c: a group_list table (root is the top-level cJSON object, passed
+ * as void * so that this header needs no cJSON) -> t's server_list form:
+ * servers in server_id order, devices by device_id, ranks numbered in that
+ * order as HCCL does (or the instances' rank_id when every one has one). */
+void loom_rt_parse_group_list(const void *root, struct loom_ranktable *t,
+                              struct loom_diag *d, int *nomem);
+
 /* validate.c: check HCCL's rules, decode numbers, resolve addresses and build
  * the rank index. Adds every violation to d. */
 loom_result_t loom_rt_validate(struct loom_ranktable *t, struct loom_diag *d);
+
+/* ranks.c: rank_id exactly 0..N-1 (ndevices), contiguous per server. */
+void loom_rt_check_ranks(struct loom_ranktable *t, struct loom_diag *d,
+                         size_t ndevices, int *nomem);
+/* ranks.c: by_rank, server_of_rank, local_rank of a valid table; -1 when
+ * out of memory. */
+int loom_rt_build_index(struct loom_ranktable *t);
 
 void loom_rt_table_free(struct loom_ranktable *t);
 
@@ -129,6 +165,73 @@ loom_result_t loom_rt_parse_partial(const char *json, size_t len,
                                     const char *name,
                                     struct loom_ranktable **partial,
                                     loom_diag_t **diag);
+
+/* JSON paths of a parsed server and device, as the file wrote them
+ * (LOOM_RT_MAX_PATH bytes). */
+void loom_rt_server_path(const struct loom_ranktable *t, size_t s, char *out);
+void loom_rt_device_path(const struct loom_ranktable *t, size_t s, size_t i,
+                         char *out);
+
+/* ---- endpoints (endpoint.c) ---------------------------------------------- */
+
+/* LOOM_ADDRESS: which of a rank's addresses it uses. */
+enum loom_rt_addr_mode {
+    LOOM_RT_ADDR_AUTO = 0, /* device address when this host owns it, else host */
+    LOOM_RT_ADDR_DEVICE,   /* device_ip                                     */
+    LOOM_RT_ADDR_HOST,     /* host_ip (else server_id when an IP)           */
+};
+
+/* "auto", "device", "host" ("" and NULL: auto); -1 for anything else. */
+int loom_rt_addr_mode_parse(const char *s);
+const char *loom_rt_addr_mode_name(enum loom_rt_addr_mode mode);
+
+struct loom_rt_endpoint {
+    char address[64];
+    int port;
+    const char *field;     /* "device_ip", "host_ip" or "server_id" */
+};
+
+/* 0 when addr is this host's and a TCP socket can bind it (port 0, so a
+ * port in use does not matter), else the errno that bind (or socket) gave;
+ * EADDRNOTAVAIL also for an address the kernel would bind only because
+ * non-local binding is allowed. */
+int loom_rt_addr_usable(const char *addr);
+
+/* The endpoint every rank agrees rank uses under mode, from the table
+ * alone (no look at this host): device and host take that address; auto
+ * takes the host address when the table gives one (the host network that
+ * HCCL's own control plane uses too; whether a device address is usable is
+ * known only on its own host), else the device address. For the
+ * rendezvous. err: why not (the rank has no such address). */
+loom_result_t loom_rt_endpoint_agreed(const struct loom_ranktable *t, int rank,
+                                      enum loom_rt_addr_mode mode,
+                                      struct loom_rt_endpoint *ep, char *err,
+                                      size_t errlen);
+
+/* The endpoint rank uses when it runs on this host: device and host take
+ * that address, which this host must be able to use; auto takes the device
+ * address when this host can use it, else the host address, and logs the
+ * choice. err: the address, the errno text and the fix. */
+loom_result_t loom_rt_endpoint_local(const struct loom_ranktable *t, int rank,
+                                     enum loom_rt_addr_mode mode,
+                                     struct loom_rt_endpoint *ep, char *err,
+                                     size_t errlen);
+
+/* For loom_comm_init_ranktable: under LOOM_ADDRESS, the address and port
+ * rank listens on here (loom_rt_endpoint_local) and the rendezvous every
+ * rank connects to (rank 0's loom_rt_endpoint_agreed). A one-rank job, which
+ * nobody connects to, gets the table's address when this host can use it,
+ * else 0.0.0.0, and port 0: it runs on any host, even one with no network.
+ * On failure the thread's error (loom_get_error_string(NULL)) says why. */
+loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
+                                     char *local, size_t locallen,
+                                     int *local_port, char *root,
+                                     size_t rootlen, int *root_port);
+
+/* The port of a device when it uses its host address (host != 0:
+ * host_port, else device_port) or its device address (device_port);
+ * else LOOM_PORT_BASE + device_id + LOOM_PORT_OFFSET. */
+int loom_rt_device_port(const struct loom_rt_device *dev, int host);
 
 /* Helpers shared by the module and the tool. */
 int loom_rt_is_ip(const char *s);            /* IPv4 or IPv6 literal */

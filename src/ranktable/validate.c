@@ -1,9 +1,10 @@
 /* validate.c - HCCL's rules over a parsed rank table. Every violation is
- * reported (path + reason); nothing stops at the first. When the table is
- * valid the rank index (by_rank, server_of_rank, local_rank) is built. */
+ * reported (path + reason); nothing stops at the first. The rank rules
+ * (0..N-1, contiguous per server) and the rank index are ranks.c's. */
 #include "build_config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,6 @@
 #include "loom.h"
 #include "ranktable/ranktable_internal.h"
 #include "ranktable/set.h"
-
-#define DEV_PATH "server_list[%zu].device[%zu]"
 
 int loom_rt_is_ip(const char *s)
 {
@@ -35,6 +34,24 @@ int loom_rt_decimal(const char *s, int *out)
     }
     *out = v;
     return 1;
+}
+
+void loom_rt_server_path(const struct loom_ranktable *t, size_t s, char *out)
+{
+    if (t->servers[s].src_path)
+        loom_rt_path(out, "%s", t->servers[s].src_path);
+    else
+        loom_rt_path(out, "server_list[%zu]", s);
+}
+
+void loom_rt_device_path(const struct loom_ranktable *t, size_t s, size_t i,
+                         char *out)
+{
+    const struct loom_rt_device *dev = &t->servers[s].devices[i];
+    if (dev->src_path)
+        loom_rt_path(out, "%s", dev->src_path);
+    else
+        loom_rt_path(out, "server_list[%zu].device[%zu]", s, i);
 }
 
 /* A port "1".."65535", or -1 after reporting. */
@@ -90,6 +107,8 @@ struct rt_check {
     struct loom_ranktable *t;
     struct loom_diag *d;
     size_t ndevices;      /* in the whole table */
+    size_t ndev_ip;       /* devices with a (non-empty) device_ip */
+    size_t nsrv_host;     /* servers with a host_ip */
     int nomem;
     /* The first device with a device_ip, whose list length the rest follow. */
     int have_ref;
@@ -99,8 +118,8 @@ struct rt_check {
 static void check_top(struct rt_check *c)
 {
     struct loom_ranktable *t = c->t;
-    if (t->version && strcmp(t->version, "1.0") != 0 &&
-        strcmp(t->version, "1.2") != 0)
+    if (t->shape == LOOM_RT_SHAPE_SERVER_LIST && t->version &&
+        strcmp(t->version, "1.0") != 0 && strcmp(t->version, "1.2") != 0)
         loom_rt_error(c->d, "version",
                       "unsupported version \"%s\" (expected \"1.0\" or \"1.2\")",
                       t->version);
@@ -123,8 +142,15 @@ static void check_device_ip(struct rt_check *c, struct loom_rt_set *ips,
                             size_t s, size_t i)
 {
     struct loom_rt_device *dev = &c->t->servers[s].devices[i];
-    char path[LOOM_RT_MAX_PATH];
-    loom_rt_path(path, DEV_PATH ".device_ip", s, i);
+    char path[LOOM_RT_MAX_PATH], other[LOOM_RT_MAX_PATH];
+    loom_rt_device_path(c->t, s, i, path);
+    strncat(path, ".device_ip", sizeof path - strlen(path) - 1);
+    if (!dev->device_ip[0]) {
+        /* HCCL's own single-server tables write "": the device has none. */
+        loom_rt_warning(c->d, path, "is empty: treated as absent");
+        return;
+    }
+    c->ndev_ip++;
     if (split_ips(dev) < 0) {
         c->nomem = 1;
         return;
@@ -141,20 +167,22 @@ static void check_device_ip(struct rt_check *c, struct loom_rt_set *ips,
             continue;
         }
         const struct loom_rt_slot *prev = loom_rt_set_put(ips, ip, s, i);
-        if (prev)
-            loom_rt_error(c->d, path,
-                          "\"%s\" is used twice (also " DEV_PATH
-                          ".device_ip)", ip, prev->a, prev->b);
+        if (prev) {
+            loom_rt_device_path(c->t, prev->a, prev->b, other);
+            loom_rt_error(c->d, path, "\"%s\" is used twice (also %s.device_ip)",
+                          ip, other);
+        }
     }
     if (!c->have_ref) {
         c->have_ref = 1;
         c->ref_server = s, c->ref_device = i, c->ref_nips = dev->nips;
     } else if (dev->nips != c->ref_nips) {
+        loom_rt_device_path(c->t, c->ref_server, c->ref_device, other);
         loom_rt_error(c->d, path,
-                      "lists %zu address%s but " DEV_PATH ".device_ip lists "
-                      "%zu; every device must list as many",
-                      dev->nips, dev->nips == 1 ? "" : "es", c->ref_server,
-                      c->ref_device, c->ref_nips);
+                      "lists %zu address%s but %s.device_ip lists %zu; every "
+                      "device must list as many",
+                      dev->nips, dev->nips == 1 ? "" : "es", other,
+                      c->ref_nips);
     }
 }
 
@@ -162,10 +190,10 @@ static void check_device(struct rt_check *c, struct loom_rt_set *ips,
                          struct loom_rt_set *ids, char (*canon)[16], size_t s,
                          size_t i)
 {
-    struct loom_rt_server *srv = &c->t->servers[s];
-    struct loom_rt_device *dev = &srv->devices[i];
+    struct loom_rt_device *dev = &c->t->servers[s].devices[i];
     char path[LOOM_RT_MAX_PATH], base[LOOM_RT_MAX_PATH];
-    loom_rt_path(base, DEV_PATH, s, i);
+    char other[LOOM_RT_MAX_PATH];
+    loom_rt_device_path(c->t, s, i, base);
 
     if (dev->device_id_str) {
         loom_rt_path(path, "%s.device_id", base);
@@ -174,14 +202,19 @@ static void check_device(struct rt_check *c, struct loom_rt_set *ips,
             snprintf(canon[i], sizeof canon[i], "%d", dev->device_id);
             const struct loom_rt_slot *prev =
                 loom_rt_set_put(ids, canon[i], s, i);
-            if (prev)
+            if (prev) {
+                loom_rt_device_path(c->t, prev->a, prev->b, other);
                 loom_rt_error(c->d, path, "\"%s\" is used twice on this "
-                                          "server (also " DEV_PATH ")",
-                              dev->device_id_str, prev->a, prev->b);
+                                          "server (also %s)",
+                              dev->device_id_str, other);
+            }
         }
     }
     if (dev->rank_id_str) {
-        loom_rt_path(path, "%s.rank_id", base);
+        if (dev->rank_path)
+            loom_rt_path(path, "%s", dev->rank_path);
+        else
+            loom_rt_path(path, "%s.rank_id", base);
         dev->rank = check_decimal(c->d, path, dev->rank_id_str);
     }
     if (dev->device_ip)
@@ -189,6 +222,10 @@ static void check_device(struct rt_check *c, struct loom_rt_set *ips,
     if (dev->device_port_str) {
         loom_rt_path(path, "%s.device_port", base);
         dev->device_port = check_port(c->d, path, dev->device_port_str);
+    }
+    if (dev->host_port_str) {
+        loom_rt_path(path, "%s.host_port", base);
+        dev->host_port = check_port(c->d, path, dev->host_port_str);
     }
     if (dev->backup_device_ip) {
         loom_rt_path(path, "%s.backup_device_ip", base);
@@ -203,18 +240,34 @@ static void check_device(struct rt_check *c, struct loom_rt_set *ips,
         loom_rt_path(path, "%s.super_device_id", base);
         check_decimal(c->d, path, dev->super_device_id);
     }
+}
 
-    /* The endpoint address: device_ip, else host_ip, else server_id. */
-    if (dev->nips > 0)
-        dev->address = dev->ips[0];
-    else if (srv->host_ip)
-        dev->address = srv->host_ip;
-    else if (loom_rt_is_ip(srv->server_id))
-        dev->address = srv->server_id;
-    else if (!dev->device_ip && srv->server_id)
-        loom_rt_error(c->d, base, "no endpoint address: give device_ip, "
-                                  "host_ip, or a server_id that is an IP "
-                                  "address");
+/* server_id: not empty, unique; spaces around it are flagged because HCCL
+ * compares ids byte for byte (and " 10.0.0.1" is no address). */
+static void check_server_id(struct rt_check *c, struct loom_rt_set *names,
+                            size_t s)
+{
+    struct loom_rt_server *srv = &c->t->servers[s];
+    char path[LOOM_RT_MAX_PATH], other[LOOM_RT_MAX_PATH];
+    loom_rt_server_path(c->t, s, path);
+    strncat(path, ".server_id", sizeof path - strlen(path) - 1);
+    const struct loom_rt_slot *prev = loom_rt_set_put(names, srv->server_id, s, 0);
+    size_t len = strlen(srv->server_id);
+    if (len == 0) {
+        loom_rt_error(c->d, path, "is empty");
+        return;
+    }
+    if (prev) {
+        loom_rt_server_path(c->t, prev->a, other);
+        loom_rt_error(c->d, path, "\"%s\" is used twice (also %s.server_id)",
+                      srv->server_id, other);
+    }
+    if (isspace((unsigned char)srv->server_id[0]) ||
+        isspace((unsigned char)srv->server_id[len - 1]))
+        loom_rt_warning(c->d, path, "\"%s\" has leading or trailing spaces: "
+                                    "server ids are compared byte for byte, "
+                                    "and with spaces it is not an address",
+                        srv->server_id);
 }
 
 static void check_servers(struct rt_check *c)
@@ -239,23 +292,17 @@ static void check_servers(struct rt_check *c)
     }
     for (size_t s = 0; s < t->nservers; s++) {
         struct loom_rt_server *srv = &t->servers[s];
-        if (srv->server_id) {
-            loom_rt_path(path, "server_list[%zu].server_id", s);
-            const struct loom_rt_slot *prev =
-                loom_rt_set_put(&names, srv->server_id, s, 0);
-            if (!srv->server_id[0])
-                loom_rt_error(c->d, path, "is empty");
-            else if (prev)
-                loom_rt_error(c->d, path, "\"%s\" is used twice (also "
-                                          "server_list[%zu].server_id)",
-                              srv->server_id, prev->a);
-        }
+        if (srv->server_id)
+            check_server_id(c, &names, s);
         if (srv->host_ip) {
-            loom_rt_path(path, "server_list[%zu].host_ip", s);
+            c->nsrv_host++;
+            loom_rt_server_path(t, s, path);
+            strncat(path, ".host_ip", sizeof path - strlen(path) - 1);
             check_ip(c->d, path, srv->host_ip);
         }
         if (srv->host_port_str) {
-            loom_rt_path(path, "server_list[%zu].host_port", s);
+            loom_rt_server_path(t, s, path);
+            strncat(path, ".host_port", sizeof path - strlen(path) - 1);
             srv->host_port = check_port(c->d, path, srv->host_port_str);
         }
         struct loom_rt_set ids = {0};
@@ -275,93 +322,133 @@ out:
     loom_rt_set_free(&ips);
 }
 
-/* rank_id: exactly 0..N-1, no duplicates, no gaps, contiguous per server. */
-static void check_ranks(struct rt_check *c)
+/* With more than one server a device needs its own device_ip, unless the
+ * table is a host-NIC table: no device_ip anywhere and a host_ip on every
+ * server (HCCL then runs on the hosts' NICs; the ranks of a server share
+ * its host_ip and differ by port). */
+static void check_nic_form(struct rt_check *c)
 {
     struct loom_ranktable *t = c->t;
-    size_t n = c->ndevices;
     char path[LOOM_RT_MAX_PATH];
-    if (n == 0 || n > (size_t)1 << 30)
+    t->host_nic = t->nservers > 0 && c->ndev_ip == 0 &&
+                  c->nsrv_host == t->nservers;
+    if (t->nservers < 2 || t->host_nic)
         return;
-    /* A server whose device list could not be read hides how many ranks
-     * there are: range and gap messages would only mislead. */
-    for (size_t s = 0; s < t->nservers; s++)
-        if (!t->servers[s].have_devices)
-            return;
-    /* owner[r] = 1 + flat index of the (first) device holding rank r. */
-    size_t *owner = calloc(n, sizeof *owner);
-    size_t *srv_of = calloc(n, sizeof *srv_of);
-    size_t *dev_of = calloc(n, sizeof *dev_of);
-    if (!owner || !srv_of || !dev_of) {
-        c->nomem = 1;
-        goto out;
-    }
-    size_t flat = 0;
-    for (size_t s = 0; s < t->nservers; s++) {
-        for (size_t i = 0; i < t->servers[s].ndevices; i++, flat++) {
-            struct loom_rt_device *dev = &t->servers[s].devices[i];
-            srv_of[flat] = s, dev_of[flat] = i;
-            if (dev->rank < 0)
+    if (c->ndev_ip == 0 && c->nsrv_host > 0) {
+        for (size_t s = 0; s < t->nservers; s++) {
+            if (t->servers[s].host_ip)
                 continue;
-            loom_rt_path(path, DEV_PATH ".rank_id", s, i);
-            if ((size_t)dev->rank >= n) {
-                loom_rt_error(c->d, path, "%d is out of range: the table has "
-                                          "%zu rank%s, so rank_id must be in "
-                                          "0..%zu",
-                              dev->rank, n, n == 1 ? "" : "s", n - 1);
-            } else if (owner[dev->rank]) {
-                size_t o = owner[dev->rank] - 1;
-                loom_rt_error(c->d, path,
-                              "\"%s\" is used twice (also " DEV_PATH ")",
-                              dev->rank_id_str, srv_of[o], dev_of[o]);
-            } else {
-                owner[dev->rank] = flat + 1;
+            loom_rt_server_path(t, s, path);
+            strncat(path, ".host_ip", sizeof path - strlen(path) - 1);
+            loom_rt_error(c->d, path, "required field is missing: no device "
+                                      "has a device_ip, so every server needs "
+                                      "a host_ip, the address its ranks share");
+        }
+        return;
+    }
+    for (size_t s = 0; s < t->nservers; s++) {
+        for (size_t i = 0; i < t->servers[s].ndevices; i++) {
+            const struct loom_rt_device *dev = &t->servers[s].devices[i];
+            if (dev->nips > 0 || !dev->device_id_str)
+                continue;
+            loom_rt_device_path(t, s, i, path);
+            strncat(path, ".device_ip", sizeof path - strlen(path) - 1);
+            loom_rt_error(c->d, path,
+                          "required field is missing: the table has %zu "
+                          "servers, so every device needs a device_ip (or, "
+                          "to run on the hosts' NICs, give every server a "
+                          "host_ip and no device a device_ip)",
+                          t->nservers);
+        }
+    }
+}
+
+/* The port a rank listens on when it uses its host address; -1: derived
+ * from LOOM_PORT_BASE at run time. */
+static int explicit_host_port(const struct loom_rt_device *dev)
+{
+    return dev->host_port > 0 ? dev->host_port : dev->device_port;
+}
+
+/* Ports that ranks sharing an address would both listen on: host_port is
+ * unique per server always, and so is the explicit port of a host-NIC
+ * table's ranks; host_ip is unique per server in a host-NIC table. */
+static void check_shared_address(struct rt_check *c)
+{
+    struct loom_ranktable *t = c->t;
+    char path[LOOM_RT_MAX_PATH], other[LOOM_RT_MAX_PATH];
+    for (size_t s = 0; s < t->nservers; s++) {
+        const struct loom_rt_server *srv = &t->servers[s];
+        if (t->host_nic && srv->host_ip) {
+            for (size_t q = 0; q < s; q++) {
+                if (!t->servers[q].host_ip ||
+                    strcmp(t->servers[q].host_ip, srv->host_ip) != 0)
+                    continue;
+                loom_rt_server_path(t, s, path);
+                loom_rt_server_path(t, q, other);
+                strncat(path, ".host_ip", sizeof path - strlen(path) - 1);
+                loom_rt_error(c->d, path, "\"%s\" is used twice (also "
+                                          "%s.host_ip): without device_ip a "
+                                          "server's ranks use its host_ip, so "
+                                          "servers need their own",
+                              srv->host_ip, other);
+                break;
+            }
+        }
+        for (size_t i = 0; i < srv->ndevices; i++) {
+            const struct loom_rt_device *dev = &srv->devices[i];
+            int mine = t->host_nic ? explicit_host_port(dev) : dev->host_port;
+            if (mine <= 0)
+                continue;
+            for (size_t j = 0; j < i; j++) {
+                const struct loom_rt_device *o = &srv->devices[j];
+                int theirs = t->host_nic ? explicit_host_port(o) : o->host_port;
+                if (theirs != mine)
+                    continue;
+                loom_rt_device_path(t, s, i, path);
+                loom_rt_device_path(t, s, j, other);
+                const char *field = dev->host_port > 0 ? "host_port"
+                                                       : "device_port";
+                strncat(path, ".", sizeof path - strlen(path) - 1);
+                strncat(path, field, sizeof path - strlen(path) - 1);
+                loom_rt_error(c->d, path, "port %d is used twice on this "
+                                          "server (also %s): ranks that share "
+                                          "an address need their own ports",
+                              mine, other);
+                break;
             }
         }
     }
-    /* With every rank_id decoded, a gap means a duplicate or an out-of-range
-     * rank took its place: name each missing rank. When some rank_id was
-     * malformed (already reported) the gaps say nothing new. */
-    size_t undecoded = 0;
-    for (size_t s = 0; s < t->nservers; s++)
-        for (size_t i = 0; i < t->servers[s].ndevices; i++)
-            undecoded += t->servers[s].devices[i].rank < 0;
-    for (size_t r = 0; r < n && !undecoded; r++)
-        if (!owner[r])
-            loom_rt_error(c->d, "server_list", "rank %zu is missing: rank_id "
-                                               "must run from 0 to %zu "
-                                               "without gaps",
-                          r, n - 1);
-    /* Contiguity: the ranks a server owns form one run. */
+}
+
+/* Each device's addresses: its device address (the first of device_ip)
+ * and its host address (host_ip, else server_id when an IP); the table's
+ * endpoint is the first of these. */
+static void resolve_addresses(struct rt_check *c)
+{
+    struct loom_ranktable *t = c->t;
+    char path[LOOM_RT_MAX_PATH];
     for (size_t s = 0; s < t->nservers; s++) {
-        int lo = -1, hi = -1;
-        size_t count = 0;
-        for (size_t i = 0; i < t->servers[s].ndevices; i++) {
-            int r = t->servers[s].devices[i].rank;
-            if (r < 0 || (size_t)r >= n || srv_of[owner[r] - 1] != s ||
-                dev_of[owner[r] - 1] != i)
+        struct loom_rt_server *srv = &t->servers[s];
+        const char *host = srv->host_ip && loom_rt_is_ip(srv->host_ip)
+                               ? srv->host_ip
+                           : loom_rt_is_ip(srv->server_id) ? srv->server_id
+                                                           : NULL;
+        for (size_t i = 0; i < srv->ndevices; i++) {
+            struct loom_rt_device *dev = &srv->devices[i];
+            dev->device_address = dev->nips > 0 ? dev->ips[0] : NULL;
+            dev->host_address = host;
+            dev->address = dev->device_address ? dev->device_address : host;
+            /* Several servers: check_nic_form has said what is missing. */
+            if (dev->address || t->nservers > 1 || !srv->server_id ||
+                (dev->device_ip && dev->device_ip[0]))
                 continue;
-            lo = lo < 0 || r < lo ? r : lo;
-            hi = r > hi ? r : hi;
-            count++;
-        }
-        if (count == 0 || (size_t)(hi - lo + 1) == count)
-            continue;
-        for (int r = lo + 1; r < hi; r++) {
-            if (!owner[r] || srv_of[owner[r] - 1] == s)
-                continue;
-            loom_rt_path(path, "server_list[%zu]", s);
-            loom_rt_error(c->d, path, "ranks are not contiguous: rank %d, "
-                                      "between this server's ranks %d and %d, "
-                                      "belongs to server_list[%zu]",
-                          r, lo, hi, srv_of[owner[r] - 1]);
-            break;
+            loom_rt_device_path(t, s, i, path);
+            loom_rt_error(c->d, path, "no endpoint address: give device_ip, "
+                                      "host_ip, or a server_id that is an IP "
+                                      "address");
         }
     }
-out:
-    free(owner);
-    free(srv_of);
-    free(dev_of);
 }
 
 static void check_pods(struct rt_check *c)
@@ -423,41 +510,20 @@ out:
     loom_rt_set_free(&members);
 }
 
-static int build_index(struct loom_ranktable *t)
-{
-    size_t n = 0;
-    for (size_t s = 0; s < t->nservers; s++)
-        n += t->servers[s].ndevices;
-    t->by_rank = calloc(n, sizeof *t->by_rank);
-    t->server_of_rank = calloc(n, sizeof *t->server_of_rank);
-    t->local_rank = calloc(n, sizeof *t->local_rank);
-    if (!t->by_rank || !t->server_of_rank || !t->local_rank)
-        return -1;
-    for (size_t s = 0; s < t->nservers; s++) {
-        int lo = -1;
-        for (size_t i = 0; i < t->servers[s].ndevices; i++) {
-            int r = t->servers[s].devices[i].rank;
-            lo = lo < 0 || r < lo ? r : lo;
-        }
-        for (size_t i = 0; i < t->servers[s].ndevices; i++) {
-            struct loom_rt_device *dev = &t->servers[s].devices[i];
-            t->by_rank[dev->rank] = dev;
-            t->server_of_rank[dev->rank] = (int)s;
-            t->local_rank[dev->rank] = dev->rank - lo;
-        }
-    }
-    t->nranks = (int)n;
-    return 0;
-}
-
 loom_result_t loom_rt_validate(struct loom_ranktable *t, struct loom_diag *d)
 {
     struct rt_check c = {.t = t, .d = d};
+    if (t->shape == LOOM_RT_SHAPE_RANK_LIST)
+        return LOOM_ERROR_INVALID_RANKTABLE; /* parse.c said why */
     check_top(&c);
     if (!c.nomem)
         check_servers(&c);
-    if (!c.nomem)
-        check_ranks(&c);
+    if (!c.nomem) {
+        check_nic_form(&c);
+        check_shared_address(&c);
+        resolve_addresses(&c);
+        loom_rt_check_ranks(t, d, c.ndevices, &c.nomem);
+    }
     if (!c.nomem)
         check_pods(&c);
     if (c.nomem) {
@@ -466,7 +532,7 @@ loom_result_t loom_rt_validate(struct loom_ranktable *t, struct loom_diag *d)
     }
     if (d->nerrors > 0)
         return LOOM_ERROR_INVALID_RANKTABLE;
-    if (build_index(t) < 0) {
+    if (loom_rt_build_index(t) < 0) {
         d->out_of_memory = 1;
         return LOOM_ERROR_NO_MEMORY;
     }

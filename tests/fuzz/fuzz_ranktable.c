@@ -42,6 +42,10 @@ static void walk_table(const loom_ranktable_t *t)
         fail_if(loom_ranktable_rank_info(t, r, &ri) != LOOM_SUCCESS);
         fail_if(ri.rank != r || !ri.address || !ri.server_id);
         fail_if(ri.local_rank < 0 || ri.local_rank >= ri.local_size);
+        loom_rank_addrs_t a = {.struct_size = sizeof a};
+        fail_if(loom_ranktable_rank_addrs(t, r, &a) != LOOM_SUCCESS);
+        fail_if(!a.device_address && !a.host_address);
+        fail_if(ri.address != a.device_address && ri.address != a.host_address);
     }
     int total = 0;
     for (int s = 0; s < nservers; s++) {

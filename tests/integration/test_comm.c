@@ -287,6 +287,10 @@ static int rank_abort(int rank, int n, void *arg)
     /* sticky: later calls fail at once */
     if (loom_barrier(comm, NULL) != LOOM_ERROR_ABORTED)
         return 11;
+    loom_result_t async = LOOM_SUCCESS;
+    if (loom_comm_get_async_error(comm, &async) != LOOM_SUCCESS ||
+        async != LOOM_ERROR_ABORTED)
+        return 12;
     loom_comm_destroy(comm);
     return 0;
 }
@@ -589,6 +593,13 @@ static int rank_args(int rank, int n, void *arg)
         return 12;
     if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) || x != n)
         return 13;
+    /* argument errors do not break the communicator */
+    loom_result_t async = LOOM_ERROR_INTERNAL;
+    if (loom_comm_get_async_error(comm, &async) != LOOM_SUCCESS ||
+        async != LOOM_SUCCESS ||
+        loom_comm_get_async_error(NULL, &async) != LOOM_ERROR_INVALID_ARGUMENT ||
+        loom_comm_get_async_error(comm, NULL) != LOOM_ERROR_INVALID_ARGUMENT)
+        return 14;
     loom_comm_destroy(comm);
     return 0;
 }
@@ -617,9 +628,13 @@ static int rank_mismatch(int rank, int n, void *arg)
         fprintf(stderr, "rank %d: %s: %s\n", rank, loom_result_string(res), msg);
         return 10;
     }
-    /* sticky */
+    /* sticky, and what loom_comm_get_async_error reports */
     if (loom_barrier(comm, NULL) != LOOM_ERROR_MISMATCH)
         return 11;
+    loom_result_t async = LOOM_SUCCESS;
+    if (loom_comm_get_async_error(comm, &async) != LOOM_SUCCESS ||
+        async != LOOM_ERROR_MISMATCH)
+        return 12;
     loom_comm_destroy(comm);
     return 0;
 }

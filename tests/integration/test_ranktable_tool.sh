@@ -95,10 +95,21 @@ expect 2 "$tool" check "$data/valid-1.0-two-server.json" --bogus
 expect 2 "$tool" generate --devices 2
 expect 2 "$tool" generate --servers 10.0.0.1 --devices 0
 expect 2 "$tool" generate --servers 10.0.0.1,bad --devices 1
+has 'server "bad" is a host name and no device has a device_ip' "$tmp/err"
+expect 2 "$tool" generate --servers 10.0.0.1,-bad --devices 1
+has '"-bad" is not an IPv4 or IPv6 address or a host name' "$tmp/err"
 expect 2 "$tool" generate --servers 10.0.0.1,10.0.0.1 --devices 1
-expect 2 "$tool" generate --servers 10.0.0.1,10.0.0.2 --devices 2
+expect 2 "$tool" generate --servers a,b --devices 1 --host-ips 10.0.0.1
+expect 2 "$tool" generate --servers 10.0.0.1 --devices 1 --host-ips bad
 expect 2 "$tool" generate --servers 10.0.0.1 --devices 2 --device-ips 10.1.0.1
 expect 2 "$tool" generate --servers 10.0.0.1 --devices 1 --version 1.1
+# A bad command line of one command prints that command's usage, not the
+# whole help.
+has "usage: loom-ranktable generate --servers" "$tmp/err"
+grep -q "^Commands:" "$tmp/err" && fail "generate printed the whole help"
+expect 2 "$tool" check --bogus x.json
+has "usage: loom-ranktable check FILE" "$tmp/err"
+grep -q "^Commands:" "$tmp/err" && fail "check printed the whole help"
 expect 0 "$tool" --help
 has "usage: loom-ranktable"
 expect 0 "$tool" help
@@ -121,13 +132,77 @@ gen_check v12 --servers 10.0.0.1,10.0.0.2 --devices 2 --version 1.2 \
     --device-ips 192.168.0.1,192.168.0.2,192.168.1.1,192.168.1.2
 has "version: 1.2"
 has '"super_pod_list"' "$tmp/v12.json"
-has '"rank_id":	"3"' "$tmp/v12.json"
-# stdout by default.
+has '"rank_id": "3"' "$tmp/v12.json"
+# stdout by default, indented as hccl_tools.py (json.dump, indent=4) writes.
 expect 0 "$tool" generate --servers 127.0.0.1 --devices 2 --version 1.2
-has '"version":	"1.2"'
-has '"status":	"completed"'
+has '"version": "1.2"'
+has '"status": "completed"'
+[ "$(sed -n 2p "$tmp/out")" = '    "version": "1.2",' ] || fail "not indented by 4"
+grep -q '^                    "device_id": "1",$' "$tmp/out" ||
+    fail "device fields not at depth 5"
 cp "$tmp/out" "$tmp/stdout.json"
 expect 0 "$tool" check "$tmp/stdout.json"
+# Host-NIC form: several servers, no device IPs: host_ip, no device_ip.
+gen_check host-nic --servers 10.0.0.1,10.0.0.2,10.0.0.3 --devices 2
+has "rank 5: server 10.0.0.3 device 1 -> 10.0.0.3:29601"
+has '"host_ip": "10.0.0.2"' "$tmp/host-nic.json"
+grep -q device_ip "$tmp/host-nic.json" && fail "host-NIC table has a device_ip"
+# Host names as server ids, where the table gives addresses.
+gen_check names --servers node-a,node-b --devices 2 --host-ips 10.0.1.1,10.0.1.2
+has "rank 3: server node-b device 1 -> 10.0.1.2:29601"
+gen_check names-devips --servers node-a,node-b --devices 1 \
+    --device-ips 192.168.0.1,192.168.1.1
+has "rank 1: server node-b device 0 -> 192.168.1.1:29600"
+
+# check --local: which ranks are this host's. Every loopback address is.
+# A random port base keeps clear of jobs that concurrent tests run.
+base=$(( 10000 + $(od -An -N2 -tu2 /dev/urandom) % 9000 ))
+LOOM_PORT_BASE=$base expect 0 "$tool" check "$src/etc/ranktables/two-server.json" --local
+has "rank 3: server 127.0.0.3 device 1: device_ip 127.0.3.2 here; host_ip 127.0.0.3 here"
+has "  uses device_ip 127.0.3.2:$((base + 1)); port $((base + 1)) is free"
+has "4 ranks on this host, 0 with a problem"
+LOOM_PORT_BASE=$base LOOM_ADDRESS=host expect 0 "$tool" check \
+    "$src/etc/ranktables/two-server.json" --local --rank 2
+has "  uses host_ip 127.0.0.3:$base; port $base is free"
+LOOM_PORT_BASE=$base expect 0 "$tool" check "$src/etc/ranktables/single-4.json" --local --json
+has '"address_mode":	"auto"'
+has '"port_free":	true'
+# Addresses of a documentation range this host does not have.
+foreign=""
+for net in 203.0.113 198.51.100 192.0.2; do
+    ip -o addr 2>/dev/null | grep -q " $net\." && continue
+    foreign=$net
+    break
+done
+if [ -n "$foreign" ] && command -v ip >/dev/null 2>&1; then
+    "$tool" generate --servers 127.0.0.1,127.0.0.2 --devices 1 -o "$tmp/asc.json" \
+        --device-ips "$foreign.1,$foreign.2" >/dev/null 2>&1 || fail "generate asc"
+    sed 's/"server_id": "\(127[^"]*\)",/"server_id": "\1", "host_ip": "\1",/' \
+        "$tmp/asc.json" >"$tmp/asc-host.json"
+    LOOM_PORT_BASE=$base expect 0 "$tool" check "$tmp/asc-host.json" --local
+    has "device_ip $foreign.1 not here (Cannot assign requested address); host_ip 127.0.0.1 here"
+    has "  uses host_ip 127.0.0.1:$base"
+    LOOM_ADDRESS=device expect 1 "$tool" check "$tmp/asc-host.json" --local
+    has "LOOM_ADDRESS=device, but this host cannot use device_ip $foreign.1: Cannot assign requested address"
+    "$tool" generate --servers "$foreign.1,$foreign.2" --devices 2 -o "$tmp/far.json" >/dev/null 2>&1
+    expect 1 "$tool" check "$tmp/far.json" --local
+    has "no rank of this table has an address on this host"
+else
+    echo "skipped the not-here cases: no documentation range free of this host's addresses"
+fi
+# A port some listener holds.
+if [ -x /usr/bin/python3 ]; then
+    port=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom) % 9000 ))
+    /usr/bin/python3 -c "
+import socket, sys, time
+s = socket.socket(); s.bind(('127.0.0.1', $port)); s.listen(1)
+open('$tmp/listening', 'w').close(); time.sleep(20)" &
+    lpid=$!
+    for _ in $(seq 100); do [ -e "$tmp/listening" ] && break; sleep 0.05; done
+    LOOM_PORT_BASE=$port expect 1 "$tool" check "$src/etc/ranktables/single-1.json" --local
+    has "port $port is not free (Address already in use)"
+    kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null
+fi
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails check(s) failed"

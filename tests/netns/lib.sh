@@ -107,9 +107,10 @@ netns_write_table() {
 
 netns_time() { date +%s.%N; }
 
-# netns_start DIR NRANKS ENV... -- ARGS...: start every rank of netns_job in
-# its host namespace. Per rank r: DIR/out.r, DIR/err.r, and once it ends
-# DIR/end.r ("EXIT_CODE END_TIME"). DIR/pid.r holds the job's PID.
+# netns_start DIR NRANKS ENV... -- ARGS...: start every rank of netns_job
+# (or of $NETNS_PROG) in its host namespace. Per rank r: DIR/out.r,
+# DIR/err.r, and once it ends DIR/end.r ("EXIT_CODE END_TIME"). DIR/pid.r
+# holds the job's PID.
 netns_start() {
     local dir=$1 n=$2 r ns envs=()
     shift 2
@@ -121,7 +122,7 @@ netns_start() {
         ns=$(netns_of_rank "$r")
         (
             ip netns exec "$ns" env "${envs[@]}" LOOM_RANK="$r" \
-                "$LOOM_BUILDDIR/tests/netns/netns_job" "$@" \
+                "${NETNS_PROG:-$LOOM_BUILDDIR/tests/netns/netns_job}" "$@" \
                 >"$dir/out.$r" 2>"$dir/err.$r" &
             p=$!
             echo "$p" >"$dir/pid.$r"

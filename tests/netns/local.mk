@@ -7,6 +7,10 @@ tests_netns_netns_job_LDADD = $(LOOM_INTERNAL_LIBS)
 # Exit 77 (skip) where network namespaces are not permitted.
 TESTS += tests/netns/run.sh
 EXTRA_DIST += tests/netns/run.sh tests/netns/lib.sh
+# Rank tables on ordinary hosts: host-NIC tables, LOOM_ADDRESS, check
+# --local, the seeds' one-device table with no network (issue 21).
+TESTS += tests/netns/addr.sh
+EXTRA_DIST += tests/netns/addr.sh
 
 # 4 ranks x 20,000 mixed, checked collectives; fd and RSS growth bounded.
 check_PROGRAMS += tests/integration/test_soak

@@ -5,6 +5,7 @@
 #include "build_config.h"
 
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "loom.h"
 #include "config.h"
+#include "ranktable/ranktable_internal.h"
 
 #define E LOOM_DIAG_ERROR
 #define W LOOM_DIAG_WARNING
@@ -50,7 +52,7 @@ static const struct corpus_case corpus[] = {
         {E, "server_list[1].device[1].device_ip", "lists 1 address but server_list[0].device[0].device_ip lists 2; every device must list as many"},
     }},
     {"device-ip-missing-two-servers.json", LOOM_ERROR_INVALID_RANKTABLE, {
-        {E, "server_list[1].device[0].device_ip", "required field is missing"},
+        {E, "server_list[1].device[0].device_ip", "required field is missing: the table has 2 servers, so every device needs a device_ip (or, to run on the hosts' NICs, give every server a host_ip and no device a device_ip)"},
     }},
     {"device-list-empty.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[1].device", "a server needs at least one device"},
@@ -88,6 +90,23 @@ static const struct corpus_case corpus[] = {
     }},
     {"file-whitespace.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "", "holds only white space: not a rank table"},
+    }},
+    {"group-list-errors.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "group_list[0].instance_count", "says 3 but instance_list has 2 instances"},
+        {E, "group_list[0].device_count", "says 3 but instance_list has 2 devices"},
+        {E, "group_count", "says 2 but group_list has 1 group"},
+        {E, "group_list[0].instance_list[1].devices[0].device_ip", "\"192.168.1.1\" is used twice (also group_list[0].instance_list[0].devices[0].device_ip)"},
+    }},
+    {"host-nic-duplicates.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "server_list[0].device[1].device_port", "port 30000 is used twice on this server (also server_list[0].device[0]): ranks that share an address need their own ports"},
+        {E, "server_list[1].host_ip", "\"10.0.0.1\" is used twice (also server_list[0].host_ip): without device_ip a server's ranks use its host_ip, so servers need their own"},
+    }},
+    {"host-nic-host-ip-missing.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "server_list[1].host_ip", "required field is missing: no device has a device_ip, so every server needs a host_ip, the address its ranks share"},
+    }},
+    {"host-port-duplicate.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "server_list[0].device[2].host_port", "\"70000\" is not a port number (1..65535)"},
+        {E, "server_list[0].device[1].host_port", "port 40000 is used twice on this server (also server_list[0].device[0]): ranks that share an address need their own ports"},
     }},
     {"host-ip-invalid.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[0].host_ip", "\"not-an-ip\" is not an IPv4 or IPv6 address"},
@@ -129,8 +148,11 @@ static const struct corpus_case corpus[] = {
         {E, "server_list", "rank 3 is missing: rank_id must run from 0 to 3 without gaps"},
     }},
     {"rank-id-interleaved.json", LOOM_ERROR_INVALID_RANKTABLE, {
-        {E, "server_list[0]", "ranks are not contiguous: rank 1, between this server's ranks 0 and 2, belongs to server_list[1]"},
-        {E, "server_list[1]", "ranks are not contiguous: rank 2, between this server's ranks 1 and 3, belongs to server_list[0]"},
+        {E, "server_list[0].device[1].rank_id", "2 breaks this server's contiguous ranks (rank 0): rank 1, between them, belongs to server_list[1]"},
+        {E, "server_list[1].device[1].rank_id", "3 breaks this server's contiguous ranks (rank 1): rank 2, between them, belongs to server_list[0]"},
+    }},
+    {"rank-id-interleaved-one.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "server_list[0].device[7].rank_id", "15 breaks this server's contiguous ranks (ranks 0..6): rank 7, between them, belongs to server_list[1]"},
     }},
     {"rank-id-negative.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[1].device[1].rank_id", "\"-3\" is not a decimal number"},
@@ -167,6 +189,9 @@ static const struct corpus_case corpus[] = {
     {"type-device-string.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[0].device", "expected an array, found a string"},
     }},
+    {"type-version-number.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "version", "expected a string, found the number 1.0 (write \"1.0\")"},
+    }},
     {"type-rank-id-number.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[0].device[1].rank_id", "expected a string, found the number 1 (write \"1\")"},
     }},
@@ -201,6 +226,14 @@ static const struct corpus_case corpus[] = {
     }},
     {"valid-1.2-superpod.json", LOOM_SUCCESS, {
     }},
+    {"valid-1.2-host-port.json", LOOM_SUCCESS, {
+    }},
+    {"valid-group-list.json", LOOM_SUCCESS, {
+    }},
+    {"valid-host-nic.json", LOOM_SUCCESS, {
+    }},
+    {"valid-seed-1p.json", LOOM_SUCCESS, {
+    }},
     {"valid-device-port.json", LOOM_SUCCESS, {
     }},
     {"valid-host-ip.json", LOOM_SUCCESS, {
@@ -209,11 +242,24 @@ static const struct corpus_case corpus[] = {
     }},
     {"valid-ipv6.json", LOOM_SUCCESS, {
     }},
+    {"version-2.0-rank-list.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "version", "version 2.0 (rank_list format) is not supported yet: Loom reads versions 1.0 and 1.2 (server_list) and legacy group_list tables"},
+    }},
     {"version-unsupported.json", LOOM_ERROR_INVALID_RANKTABLE, {
-        {E, "version", "unsupported version \"2.0\" (expected \"1.0\" or \"1.2\")"},
+        {E, "version", "version 2.0 (rank_list format) is not supported yet: Loom reads versions 1.0 and 1.2 (server_list) and legacy group_list tables"},
     }},
     {"warn-1.2-field-in-1.0.json", LOOM_SUCCESS, {
         {W, "super_pod_list", "is a version 1.2 field; ignored in a 1.0 table"},
+    }},
+    {"warn-device-ip-empty-single.json", LOOM_SUCCESS, {
+        {W, "server_list[0].device[0].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[1].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[2].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[3].device_ip", "is empty: treated as absent"},
+    }},
+    {"warn-server-id-spaces.json", LOOM_SUCCESS, {
+        {W, "server_list[0].server_id", "\" 10.0.0.1\" has leading or trailing spaces: server ids are compared byte for byte, and with spaces it is not an address"},
+        {W, "server_list[1].server_id", "\"10.0.0.2 \" has leading or trailing spaces: server ids are compared byte for byte, and with spaces it is not an address"},
     }},
     {"warn-unknown-fields.json", LOOM_SUCCESS, {
         {W, "comment", "unknown field (ignored)"},
@@ -606,6 +652,195 @@ START_TEST(test_examples_valid)
 }
 END_TEST
 
+START_TEST(test_group_list_order)
+{
+    reset_ports();
+    /* Servers in server_id order, devices in device_id order, ranks in that
+     * order (as HCCL numbers a group_list), whatever the file's order. */
+    loom_ranktable_t *t = load_ok("tests/data/ranktables", "valid-group-list.json");
+    const char *v;
+    int n;
+    ck_assert_int_eq(loom_ranktable_version(t, &v), LOOM_SUCCESS);
+    ck_assert_str_eq(v, "group_list");
+    ck_assert_int_eq(loom_ranktable_nranks(t, &n), LOOM_SUCCESS);
+    ck_assert_int_eq(n, 5);
+    ck_assert_int_eq(loom_ranktable_nservers(t, &n), LOOM_SUCCESS);
+    ck_assert_int_eq(n, 2);
+    static const char *const server[5] = {"10.0.0.1", "10.0.0.1", "10.0.0.1",
+                                          "10.0.0.2", "10.0.0.2"};
+    static const char *const addr[5] = {"192.168.1.1", "192.168.1.2",
+                                        "192.168.1.3", "192.168.2.1",
+                                        "192.168.2.2"};
+    static const int device[5] = {0, 1, 2, 0, 1};
+    for (int r = 0; r < 5; r++) {
+        loom_rank_info_t ri;
+        ck_assert_int_eq(loom_ranktable_rank_info(t, r, &ri), LOOM_SUCCESS);
+        ck_assert_str_eq(ri.server_id, server[r]);
+        ck_assert_str_eq(ri.address, addr[r]);
+        ck_assert_int_eq(ri.device_id, device[r]);
+        ck_assert_int_eq(ri.local_size, r < 3 ? 3 : 2);
+    }
+    loom_ranktable_free(t);
+}
+END_TEST
+
+START_TEST(test_rank_addrs)
+{
+    reset_ports();
+    loom_rank_addrs_t a = {.struct_size = sizeof a};
+    loom_rank_info_t ri;
+    /* Host-NIC: no device address; the ranks of a server share its host_ip
+     * and differ by port. */
+    loom_ranktable_t *t = load_ok("tests/data/ranktables", "valid-host-nic.json");
+    ck_assert_int_eq(loom_ranktable_rank_addrs(t, 3, &a), LOOM_SUCCESS);
+    ck_assert_ptr_null(a.device_address);
+    ck_assert_str_eq(a.host_address, "10.0.0.2");
+    ck_assert_int_eq(a.host_port, 29601);
+    ck_assert_int_eq(loom_ranktable_rank_info(t, 3, &ri), LOOM_SUCCESS);
+    ck_assert_str_eq(ri.address, "10.0.0.2");
+    ck_assert_int_eq(ri.port, 29601);
+    loom_ranktable_free(t);
+    /* 1.2 host_port is the port of the host address. */
+    t = load_ok("tests/data/ranktables", "valid-1.2-host-port.json");
+    ck_assert_int_eq(loom_ranktable_rank_addrs(t, 1, &a), LOOM_SUCCESS);
+    ck_assert_str_eq(a.host_address, "10.0.0.1");
+    ck_assert_int_eq(a.host_port, 40001);
+    ck_assert_int_eq(a.device_port, 29601);
+    ck_assert_int_eq(loom_ranktable_rank_info(t, 1, &ri), LOOM_SUCCESS);
+    ck_assert_int_eq(ri.port, 40001);
+    loom_ranktable_free(t);
+    /* Both addresses. */
+    t = load_ok("etc/ranktables", "two-server.json");
+    ck_assert_int_eq(loom_ranktable_rank_addrs(t, 1, &a), LOOM_SUCCESS);
+    ck_assert_str_eq(a.device_address, "127.0.2.2");
+    ck_assert_int_eq(a.device_port, 29601);
+    ck_assert_str_eq(a.host_address, "127.0.0.2");
+    ck_assert_int_eq(a.host_port, 29601);
+    /* A struct of an unknown (smaller) size, a bad rank. */
+    loom_rank_addrs_t small = {.struct_size = sizeof(size_t)};
+    ck_assert_int_eq(loom_ranktable_rank_addrs(t, 0, &small),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_ranktable_rank_addrs(t, 4, &a),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    loom_ranktable_free(t);
+}
+END_TEST
+
+/* Two addresses of the documentation ranges that this host does not own
+ * (a test machine may own one of them). */
+static void foreign_pair(char a[16], char b[16])
+{
+    static const char *const nets[] = {"203.0.113.", "198.51.100.", "192.0.2."};
+    for (size_t n = 0; n < 3; n++) {
+        snprintf(a, 16, "%s1", nets[n]);
+        snprintf(b, 16, "%s2", nets[n]);
+        if (loom_rt_addr_usable(a) != 0 && loom_rt_addr_usable(b) != 0)
+            return;
+    }
+    ck_abort_msg("this host owns an address in each documentation range");
+}
+
+/* A two-server Ascend-style table: device_ip this host does not own,
+ * host_ip loopback addresses that it does. */
+static loom_ranktable_t *ascend_table(char dev0[16], char dev1[16])
+{
+    char text[1024];
+    foreign_pair(dev0, dev1);
+    snprintf(text, sizeof text,
+             "{\"version\":\"1.0\",\"server_count\":\"2\",\"status\":\"completed\","
+             "\"server_list\":["
+             "{\"server_id\":\"s0\",\"host_ip\":\"127.0.0.1\",\"device\":["
+             "{\"device_id\":\"0\",\"device_ip\":\"%s\",\"rank_id\":\"0\"}]},"
+             "{\"server_id\":\"s1\",\"host_ip\":\"127.0.0.2\",\"device\":["
+             "{\"device_id\":\"0\",\"device_ip\":\"%s\",\"rank_id\":\"1\"}]}]}",
+             dev0, dev1);
+    loom_ranktable_t *t = NULL;
+    ck_assert_int_eq(loom_ranktable_parse(text, strlen(text), "ascend", &t,
+                                          NULL),
+                     LOOM_SUCCESS);
+    return t;
+}
+
+START_TEST(test_endpoint_choice)
+{
+    reset_ports();
+    char dev0[16], dev1[16], want[128];
+    loom_ranktable_t *t = ascend_table(dev0, dev1);
+    struct loom_rt_endpoint ep;
+    char err[512];
+    ck_assert_int_eq(loom_rt_addr_mode_parse("auto"), LOOM_RT_ADDR_AUTO);
+    ck_assert_int_eq(loom_rt_addr_mode_parse(""), LOOM_RT_ADDR_AUTO);
+    ck_assert_int_eq(loom_rt_addr_mode_parse("device"), LOOM_RT_ADDR_DEVICE);
+    ck_assert_int_eq(loom_rt_addr_mode_parse("host"), LOOM_RT_ADDR_HOST);
+    ck_assert_int_eq(loom_rt_addr_mode_parse("nic"), -1);
+    ck_assert_int_eq(loom_rt_addr_usable("127.0.0.1"), 0);
+    ck_assert_int_eq(loom_rt_addr_usable("not-an-ip"), EINVAL);
+
+    /* auto: the device address is not this host's, so the host's. */
+    ck_assert_int_eq(loom_rt_endpoint_local(t, 1, LOOM_RT_ADDR_AUTO, &ep, err,
+                                            sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_str_eq(ep.address, "127.0.0.2");
+    ck_assert_str_eq(ep.field, "host_ip");
+    ck_assert_int_eq(ep.port, 29600);
+    /* device: an error that names the address, the errno text, the fix. */
+    ck_assert_int_eq(loom_rt_endpoint_local(t, 1, LOOM_RT_ADDR_DEVICE, &ep,
+                                            err, sizeof err),
+                     LOOM_ERROR_SYSTEM);
+    snprintf(want, sizeof want, "device_ip %s: Cannot assign requested address",
+             dev1);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    ck_assert_msg(strstr(err, "LOOM_ADDRESS=auto or host"), "%s", err);
+    ck_assert_msg(strstr(err, "127.0.0.2"), "%s", err);
+    /* host. */
+    ck_assert_int_eq(loom_rt_endpoint_local(t, 0, LOOM_RT_ADDR_HOST, &ep, err,
+                                            sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_str_eq(ep.address, "127.0.0.1");
+    /* The rendezvous every rank agrees on: the host address under auto,
+     * the device address under device, whatever this host owns. */
+    ck_assert_int_eq(loom_rt_endpoint_agreed(t, 0, LOOM_RT_ADDR_AUTO, &ep,
+                                             err, sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_str_eq(ep.address, "127.0.0.1");
+    ck_assert_int_eq(loom_rt_endpoint_agreed(t, 0, LOOM_RT_ADDR_DEVICE, &ep,
+                                             err, sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_str_eq(ep.address, dev0);
+    loom_ranktable_free(t);
+
+    /* Loopback devices this host owns: auto takes the device address. */
+    t = load_ok("etc/ranktables", "two-server.json");
+    ck_assert_int_eq(loom_rt_endpoint_local(t, 2, LOOM_RT_ADDR_AUTO, &ep, err,
+                                            sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_str_eq(ep.address, "127.0.3.1");
+    ck_assert_str_eq(ep.field, "device_ip");
+    loom_ranktable_free(t);
+
+    /* Host-NIC: device mode has nothing to take. */
+    t = load_ok("tests/data/ranktables", "valid-host-nic.json");
+    ck_assert_int_eq(loom_rt_endpoint_agreed(t, 0, LOOM_RT_ADDR_DEVICE, &ep,
+                                             err, sizeof err),
+                     LOOM_ERROR_CONFIG);
+    ck_assert_msg(strstr(err, "has no device_ip"), "%s", err);
+    ck_assert_int_eq(loom_rt_endpoint_agreed(t, 5, LOOM_RT_ADDR_AUTO, &ep,
+                                             err, sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_str_eq(ep.address, "10.0.0.3");
+    ck_assert_int_eq(ep.port, 29601);
+    /* No host owns 10.0.0.3 here: neither address is usable. */
+    if (loom_rt_addr_usable("10.0.0.3") != 0) {
+        ck_assert_int_eq(loom_rt_endpoint_local(t, 5, LOOM_RT_ADDR_AUTO, &ep,
+                                                err, sizeof err),
+                         LOOM_ERROR_SYSTEM);
+        ck_assert_msg(strstr(err, "host_ip 10.0.0.3: Cannot assign"), "%s", err);
+        ck_assert_msg(strstr(err, "run rank 5 on server 10.0.0.3"), "%s", err);
+    }
+    loom_ranktable_free(t);
+}
+END_TEST
+
 static Suite *ranktable_suite(void)
 {
     Suite *s = suite_create("ranktable");
@@ -627,6 +862,9 @@ static Suite *ranktable_suite(void)
     tcase_add_test(tc, test_server_ranks);
     tcase_add_test(tc, test_hash);
     tcase_add_test(tc, test_examples_valid);
+    tcase_add_test(tc, test_group_list_order);
+    tcase_add_test(tc, test_rank_addrs);
+    tcase_add_test(tc, test_endpoint_choice);
     suite_add_tcase(s, tc);
     return s;
 }
