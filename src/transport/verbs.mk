@@ -1,3 +1,27 @@
 # src/transport/verbs.mk: the libibverbs transport (issue 18), built when
-# configure finds libibverbs (HAVE_VERBS). Its sources are the only files
-# that include <infiniband/verbs.h>.
+# configure finds <infiniband/verbs.h> (HAVE_VERBS). Its sources are the only
+# files that include <infiniband/verbs.h>; libloom does not link libibverbs
+# (verbs_dl.c opens libibverbs.so.1 at first use), it only needs dlopen.
+if HAVE_VERBS
+libloom_core_la_SOURCES += \
+	src/transport/verbs_api.h \
+	src/transport/verbs_dl.c \
+	src/transport/verbs_gid.h \
+	src/transport/verbs_gid.c \
+	src/transport/verbs_proto.h \
+	src/transport/verbs_proto.c \
+	src/transport/verbs_qp.h \
+	src/transport/verbs_qp.c
+libloom_core_la_LIBADD += $(DL_LIBS)
+LOOM_INTERNAL_LIBS += $(DL_LIBS)
+
+# The software model of verbs (tests only) and the suites that use it.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_verbs
+TESTS += tests/unit/check_verbs
+tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c \
+	tests/unit/verbs_model.h tests/unit/verbs_model.c
+tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_verbs_LDADD = $(TEST_LIBS)
+endif
+endif
