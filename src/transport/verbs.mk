@@ -24,4 +24,15 @@ tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c \
 tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_verbs_LDADD = $(TEST_LIBS)
 endif
+
+# libFuzzer target over the decoders (configure --enable-fuzzing CC=clang;
+# tests/fuzz/run-fuzz-verbs.sh runs it).
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz_verbs
+tests_fuzz_fuzz_verbs_SOURCES = tests/fuzz/fuzz_verbs.c \
+	src/transport/verbs_proto.c
+tests_fuzz_fuzz_verbs_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_verbs_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 endif
+endif
+EXTRA_DIST += tests/fuzz/run-fuzz-verbs.sh

@@ -19,7 +19,7 @@ uint32_t loom_verbs_imm_encode(enum loom_verbs_imm_kind kind, uint32_t cts_seq)
 int loom_verbs_imm_decode(uint32_t imm, enum loom_verbs_imm_kind *kind, uint16_t *seq16)
 {
     uint32_t k = imm >> 30;
-    if (k < LOOM_VERBS_IMM_DATA || k > LOOM_VERBS_IMM_MISMATCH || (imm & 0x3fff0000u))
+    if (k < LOOM_VERBS_IMM_DATA || k > LOOM_VERBS_IMM_CTS || (imm & 0x3fff0000u))
         return -1;
     *kind = (enum loom_verbs_imm_kind)k;
     *seq16 = (uint16_t)imm;
@@ -33,7 +33,7 @@ uint32_t loom_verbs_seq_expand(uint32_t expected, uint16_t seq16)
     return expected + (uint32_t)(int32_t)d;
 }
 
-/* ---- CTS and reply entries ---- */
+/* ---- CTS entries ---- */
 
 void loom_verbs_cts_encode(const struct loom_verbs_cts *c, uint8_t out[LOOM_VERBS_CTS_LEN])
 {
@@ -94,24 +94,6 @@ int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
     return 0;
 }
 
-void loom_verbs_reply_encode(const struct loom_verbs_reply *r, uint8_t out[LOOM_VERBS_REPLY_LEN])
-{
-    loom_put_le64(out, r->msg);
-    loom_put_le64(out + 8, r->len);
-    loom_put_le64(out + 16, r->count);
-    loom_put_le32(out + 24, r->tag);
-    loom_put_le32(out + 28, r->desc);
-}
-
-void loom_verbs_reply_decode(const uint8_t in[LOOM_VERBS_REPLY_LEN], struct loom_verbs_reply *r)
-{
-    r->msg = loom_get_le64(in);
-    r->len = loom_get_le64(in + 8);
-    r->count = loom_get_le64(in + 16);
-    r->tag = loom_get_le32(in + 24);
-    r->desc = loom_get_le32(in + 28);
-}
-
 /* ---- connection blob ---- */
 
 size_t loom_verbs_blob_encode(const struct loom_verbs_blob *b, uint8_t *out, size_t cap)
@@ -139,8 +121,6 @@ size_t loom_verbs_blob_encode(const struct loom_verbs_blob *b, uint8_t *out, siz
     loom_put_le32(out + 116, b->cts_entries);
     loom_put_le64(out + 120, b->cts_addr);
     loom_put_le32(out + 128, b->cts_rkey);
-    loom_put_le32(out + 132, b->reply_rkey);
-    loom_put_le64(out + 136, b->reply_addr);
     loom_put_le32(out + 144, b->max_msg);
     return LOOM_VERBS_BLOB_LEN;
 }
@@ -181,8 +161,6 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
     b->cts_entries = loom_get_le32(in + 116);
     b->cts_addr = loom_get_le64(in + 120);
     b->cts_rkey = loom_get_le32(in + 128);
-    b->reply_rkey = loom_get_le32(in + 132);
-    b->reply_addr = loom_get_le64(in + 136);
     b->max_msg = loom_get_le32(in + 144);
 
     if (b->comm_id != comm_id) {
@@ -203,7 +181,7 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
         return -1;
     }
     if (b->cts_entries < 4 || b->cts_entries > LOOM_VERBS_CTS_MAX ||
-        (b->cts_entries & (b->cts_entries - 1)) || b->cts_addr == 0 || b->reply_addr == 0) {
+        (b->cts_entries & (b->cts_entries - 1)) || b->cts_addr == 0) {
         snprintf(why, whylen, "connection blob has a CTS ring of %u entries at 0x%llx",
                  b->cts_entries, (unsigned long long)b->cts_addr);
         return -1;

@@ -16,8 +16,8 @@
  *     the chunk (from its registered buffer, or through one of its
  *     pre-registered staging slots) to the address given, the last write
  *     with immediate data (kind DATA, the same CTS number). When they do
- *     not match, A writes its own fingerprint into B's reply ring with
- *     immediate data (kind MISMATCH) and both fail naming the other's call.
+ *     not match, A fails naming B's call and tells B so on the control
+ *     channel (a FAIL frame naming B), so that B names A's call.
  *  3. B's completion for that immediate says the chunk is there (RC places
  *     a queue pair's writes in order, and a receive completion is
  *     generated only after its data is placed): B copies it out of a
@@ -37,7 +37,6 @@
 enum loom_verbs_imm_kind {
     LOOM_VERBS_IMM_DATA = 1,     /* the last write of a chunk landed        */
     LOOM_VERBS_IMM_CTS = 2,      /* a CTS entry landed in the sender's ring */
-    LOOM_VERBS_IMM_MISMATCH = 3, /* a reply entry: the sender's call differs */
 };
 /* kind (2 bits) | reserved (14) | CTS number, low 16 bits */
 uint32_t loom_verbs_imm_encode(enum loom_verbs_imm_kind kind, uint32_t cts_seq);
@@ -99,16 +98,6 @@ void loom_verbs_cts_decode(const uint8_t in[LOOM_VERBS_CTS_LEN], struct loom_ver
 int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
                          uint64_t want_msg, char *why, size_t len);
 
-/* ---- reply entry (the sender's call, on a mismatch; 32 bytes) ----
- *  0 msg u64 | 8 len u64 | 16 count u64 | 24 tag u32 | 28 desc u32 */
-#define LOOM_VERBS_REPLY_LEN 32
-struct loom_verbs_reply {
-    uint64_t msg, len, count;
-    uint32_t tag, desc;
-};
-void loom_verbs_reply_encode(const struct loom_verbs_reply *r, uint8_t out[LOOM_VERBS_REPLY_LEN]);
-void loom_verbs_reply_decode(const uint8_t in[LOOM_VERBS_REPLY_LEN], struct loom_verbs_reply *r);
-
 /* ---- connection blob (through the out-of-band service) ----
  * What a rank tells a peer to connect one RC queue pair to it. Versioned
  * and bounded; a decoder accepts version 1 (and longer blobs of later
@@ -118,8 +107,8 @@ void loom_verbs_reply_decode(const uint8_t in[LOOM_VERBS_REPLY_LEN], struct loom
  *  64 qpn u32 | 68 psn u32 | 72 gid [16] | 88 lid u16 | 90 mtu u8
  *  91 port u8 | 92 gid_index u8 | 93 flags u8 | 94 reserved u16
  *  96 ctrl address [20] (net.h wire address) | 116 cts_entries u32
- * 120 cts_addr u64 | 128 cts_rkey u32 | 132 reply_rkey u32
- * 136 reply_addr u64 | 144 max_msg u32 | 148 reserved u32 -> 152 bytes */
+ * 120 cts_addr u64 | 128 cts_rkey u32 | 132 reserved u32 | 136 reserved u64
+ * 144 max_msg u32 | 148 reserved u32 -> 152 bytes (reserved: zero) */
 #define LOOM_VERBS_BLOB_MAGIC 0x4c42564cu /* "LVBL" */
 #define LOOM_VERBS_BLOB_VERSION 1
 #define LOOM_VERBS_BLOB_LEN 152
@@ -141,8 +130,6 @@ struct loom_verbs_blob {
     uint32_t cts_entries;        /* power of two, 4..LOOM_VERBS_CTS_MAX     */
     uint64_t cts_addr;           /* the CTS ring peers write into           */
     uint32_t cts_rkey;
-    uint32_t reply_rkey;
-    uint64_t reply_addr;         /* reply ring (same number of entries)     */
     uint32_t max_msg;            /* largest single write the port takes     */
 };
 /* Writes LOOM_VERBS_BLOB_LEN bytes; returns that. */
@@ -204,7 +191,6 @@ enum loom_verbs_wr_kind {
     LOOM_VERBS_WR_RECV = 1,      /* a receive for immediate data            */
     LOOM_VERBS_WR_CTS = 2,       /* a CTS write (signalled now and then)    */
     LOOM_VERBS_WR_DATA = 3,      /* a data write (index: its send slot)     */
-    LOOM_VERBS_WR_REPLY = 4,     /* a mismatch reply                        */
 };
 static inline uint64_t loom_verbs_wrid(int peer, enum loom_verbs_wr_kind kind, uint64_t index)
 {
