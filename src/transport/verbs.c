@@ -79,8 +79,9 @@ void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const ch
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s", loom_verbs_describe(tx, r, d, sizeof d),
-             what);
+    /* "rank 3 (...) closed ...", or "rank 3 (...): the RDMA write ..." */
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s%s%s", loom_verbs_describe(tx, r, d, sizeof d),
+             what[0] == ':' ? "" : " ", what);
     LOOM_WARN(LOOM_SUB_NET, "verbs: rank %d: %s", tx->params.rank, tx->errmsg);
     p->failed = res;
     p->state = VX_FAILED;
@@ -383,12 +384,16 @@ static void check_byes(struct loom_tx *tx)
     }
 }
 
-static int pass(struct loom_tx *tx)
+/* One non-blocking look at everything; *wait_ms gets how long a sleep may
+ * last before a deadline needs looking at (-1: none). */
+static int pass(struct loom_tx *tx, int *wait_ms)
 {
     loom_verbs_conn_poll_oob(tx);
     int n = loom_verbs_poll_cq(tx);
     check_byes(tx);
-    loom_verbs_conn_timeouts(tx);
+    int ms = loom_verbs_conn_timeouts(tx);
+    if (wait_ms)
+        *wait_ms = ms;
     return n;
 }
 
@@ -403,7 +408,8 @@ static loom_result_t take_err(struct loom_tx *tx)
 static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
 {
     struct vx_priv *vp = tx->priv;
-    int n = pass(tx);
+    int deadline_ms;
+    int n = pass(tx, &deadline_ms);
     if (vp->pending_err)
         return take_err(tx);
     if (n > 0 || timeout_us == 0 || vp->shut)
@@ -421,6 +427,8 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
             return take_err(tx);
     }
     int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
+    if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
+        ms = deadline_ms;
     struct epoll_event evs[32];
     int k = epoll_wait(vp->epfd, evs, 32, ms);
     if (k < 0 && errno != EINTR) {
@@ -449,7 +457,7 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
             loom_verbs_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
         }
     }
-    pass(tx);
+    pass(tx, NULL);
     return take_err(tx);
 }
 

@@ -619,14 +619,15 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
         uint8_t fb[LOOM_VERBS_FRAME_LEN];
         ssize_t n = recv(p->ctl_fd, fb, sizeof fb, MSG_DONTWAIT | MSG_PEEK);
         if (n == 0) {
-            p->ctl_eof = 1;
-            if (p->bye) {
+            /* without a goodbye it exited or crashed; but a completion in
+             * flight may name the real cause (an access error it refused,
+             * before failing itself): it gets a moment to arrive, judged in
+             * loom_verbs_conn_timeouts */
+            if (!p->bye && p->eof_at == 0)
+                p->eof_at = loom_now();
+            epoll_ctl(vp->epfd, EPOLL_CTL_DEL, p->ctl_fd, NULL);
+            if (p->bye)
                 loom_verbs_conn_close(tx, r);
-            } else {
-                loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                                     "closed its control connection without a goodbye (it "
-                                     "exited or crashed)");
-            }
             return;
         }
         if (n < 0) {
@@ -669,11 +670,16 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
     }
 }
 
-void loom_verbs_conn_timeouts(struct loom_tx *tx)
+/* How long a peer whose control socket ended may still deliver the
+ * completion that names the cause, when it has writes outstanding. */
+#define VX_EOF_GRACE 0.1
+
+int loom_verbs_conn_timeouts(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
     double now = loom_now();
     double limit = tx->params.connect_timeout > 0 ? tx->params.connect_timeout : 120;
+    int next_ms = -1;
     for (int i = 0; i < vp->npending;) {
         if (now > vp->pending[i].deadline)
             refuse(tx, i, "it said nothing before the connection timeout");
@@ -682,6 +688,16 @@ void loom_verbs_conn_timeouts(struct loom_tx *tx)
     }
     for (int r = 0; r < tx->params.nranks; r++) {
         struct vx_peer *p = &vp->peers[r];
+        if (p->eof_at > 0 && !p->failed) {
+            int outstanding = p->sq_posted != p->sq_done;
+            if (!outstanding || now - p->eof_at >= VX_EOF_GRACE)
+                loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                                     "closed its control connection without a goodbye (it "
+                                     "exited or crashed)");
+            else
+                next_ms = 10;
+            continue;
+        }
         if ((p->state != VX_WAIT_BLOB && p->state != VX_WAIT_CTL) || now - p->t_start <= limit)
             continue;
         loom_verbs_fail_peer(tx, r, LOOM_ERROR_TIMEOUT,
@@ -693,4 +709,5 @@ void loom_verbs_conn_timeouts(struct loom_tx *tx)
                                        ? "its control listener did not answer the hello"
                                        : "no control hello came from it");
     }
+    return next_ms;
 }

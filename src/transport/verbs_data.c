@@ -493,7 +493,7 @@ static const char *wr_what(enum loom_verbs_wr_kind k)
     case LOOM_VERBS_WR_CTS:
         return "a clear-to-send write to it";
     case LOOM_VERBS_WR_DATA:
-        return "an RDMA write to it";
+        return "an RDMA write of data to it";
     default:
         return "a work request";
     }
@@ -511,9 +511,16 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
         return; /* flushes of a link already failed */
     if (wc->status != IBV_WC_SUCCESS) {
         struct loom_verbs_wc_error e = loom_verbs_wc_error(wc->status);
-        loom_verbs_fail_peer(tx, r, e.res, "%s failed: %s (%s, vendor error 0x%x): %s",
-                             wr_what(kind), vp->ibv->wc_status_str(wc->status), e.name,
-                             wc->vendor_err, e.hint);
+        if (wc->status == IBV_WC_WR_FLUSH_ERR)
+            /* the first error of this queue pair came without a completion
+             * here: the responder side of a remote error, or the device */
+            loom_verbs_fail_peer(tx, r, e.res,
+                                 ": the queue pair to it went to the error state (%s flushed, "
+                                 "%s); the peer's side names the cause", wr_what(kind), e.name);
+        else
+            loom_verbs_fail_peer(tx, r, e.res, ": %s failed with %s (%s, vendor error 0x%x): %s",
+                                 wr_what(kind), vp->ibv->wc_status_str(wc->status), e.name,
+                                 wc->vendor_err, e.hint);
         return;
     }
     if (wc->qp_num != p->qp->qp_num) {
@@ -568,7 +575,7 @@ int loom_verbs_poll_cq(struct loom_tx *tx)
              * link through it is lost */
             char why[320];
             snprintf(why, sizeof why,
-                     "its link is lost: the completion queue of %s failed (ibv_poll_cq "
+                     ": its link is lost: the completion queue of %s failed (ibv_poll_cq "
                      "returned %d: overrun past its %d entries, or a device error)",
                      vp->choice.dev, n, vp->cq->cqe);
             for (int r = 0; r < tx->params.nranks; r++)
@@ -577,7 +584,7 @@ int loom_verbs_poll_cq(struct loom_tx *tx)
                     loom_verbs_fail_peer(tx, r, LOOM_ERROR_SYSTEM, "%s", why);
             if (!vp->pending_err) {
                 snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: rank %d: %s", tx->params.rank,
-                         why + sizeof "its link is lost: " - 1);
+                         why + sizeof ": its link is lost: " - 1);
                 vp->pending_err = LOOM_ERROR_SYSTEM;
             }
             return -1;

@@ -84,7 +84,7 @@ struct vx_peer {
     enum vx_ctl_state ctl;
     uint8_t ctl_in[LOOM_VERBS_HELLO_LEN];
     size_t ctl_have;
-    int ctl_eof;
+    double eof_at;               /* its control socket ended (0: not), no bye */
     /* queue pair accounting: send-queue numbers posted and known done */
     uint32_t sq_depth, rq_depth;
     uint32_t sq_posted, sq_done, sq_last_signal;
@@ -187,7 +187,9 @@ void loom_verbs_conn_poll_oob(struct loom_tx *tx);
 void loom_verbs_conn_accept(struct loom_tx *tx);
 void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd);
 void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events);
-void loom_verbs_conn_timeouts(struct loom_tx *tx);
+/* Connection deadlines, and peers whose control socket ended: returns the
+ * milliseconds until the next such deadline matters (-1 none). */
+int loom_verbs_conn_timeouts(struct loom_tx *tx);
 void loom_verbs_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags,
                          uint64_t w0, uint64_t w1, uint64_t w2);
 void loom_verbs_conn_close(struct loom_tx *tx, int r);
