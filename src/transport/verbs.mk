@@ -36,3 +36,10 @@ tests_fuzz_fuzz_verbs_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 endif
 endif
 EXTRA_DIST += tests/fuzz/run-fuzz-verbs.sh
+
+# On real RDMA hardware (tests/rdma/verbs.sh; SKIPs without a device): the
+# digest program compares results of two transports bit for bit.
+noinst_PROGRAMS += tests/rdma/digest
+tests_rdma_digest_SOURCES = tests/rdma/digest.c
+tests_rdma_digest_LDADD = libloom.la
+EXTRA_DIST += tests/rdma/verbs.sh docs/rdma-verbs.md
