@@ -304,7 +304,8 @@ static loom_result_t init_steps(struct loom_tx *tx)
     if (res < 0)
         return fail_init(tx, res, "verbs: %s", kerr);
     vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
-    if (!vp->peers)
+    vp->live = calloc((size_t)pr->nranks, sizeof *vp->live);
+    if (!vp->peers || !vp->live)
         return fail_init(tx, LOOM_ERROR_NO_MEMORY, "verbs: out of memory");
     for (int r = 0; r < pr->nranks; r++)
         vp->peers[r].ctl_fd = -1;
@@ -368,19 +369,16 @@ static loom_result_t vx_irecv(struct loom_tx *tx, struct loom_tx_req *req)
     return loom_verbs_post(tx, req, 0);
 }
 
-/* Peers that said goodbye while this rank still waits for them. Judged
- * after the completion queue is drained: what they wrote before leaving
- * has landed by then (their writes completed before they said it). */
+/* Peers that said goodbye while this rank still waits for them: judged
+ * once the completion queue is drained (what they wrote before leaving
+ * lands first), after a grace (loom_verbs_conn_timeouts). */
 static void check_byes(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct vx_peer *p = &vp->peers[r];
-        if (p->bye && !p->failed && (p->rhead || p->shead))
-            loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                                 "has left (it destroyed its communicator) while this rank "
-                                 "still expected %s", p->rhead ? "a message from it"
-                                                               : "to send it a message");
+    for (int i = 0; i < vp->nlive; i++) {
+        struct vx_peer *p = &vp->peers[vp->live[i]];
+        if (p->bye && !p->failed && (p->rhead || p->shead) && p->bye_at == 0)
+            p->bye_at = loom_now();
     }
 }
 
@@ -565,6 +563,9 @@ static void vx_finalize(struct loom_tx *tx)
         free(vp->peers);
         vp->peers = NULL;
     }
+    free(vp->live);
+    vp->live = NULL;
+    vp->nlive = 0;
     if (tx->params.oob)
         loom_oob_set_notify(tx->params.oob, NULL, NULL);
     for (int i = 0; i < vp->npending; i++)

@@ -146,6 +146,7 @@ static loom_result_t make_qp(struct loom_tx *tx, int r)
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
     char d[256];
+    vp->live[vp->nlive++] = r; /* at most once: state leaves VX_NONE below */
     loom_result_t res = loom_verbs_peer_mem(tx, r);
     if (res < 0) {
         loom_verbs_fail_peer(tx, r, res, "cannot be connected: %s", tx->errmsg);
@@ -686,8 +687,21 @@ int loom_verbs_conn_timeouts(struct loom_tx *tx)
         else
             i++;
     }
-    for (int r = 0; r < tx->params.nranks; r++) {
+    for (int i = 0; i < vp->nlive; i++) {
+        int r = vp->live[i];
         struct vx_peer *p = &vp->peers[r];
+        if (p->bye_at > 0 && !p->failed && (p->rhead || p->shead)) {
+            /* a goodbye with requests pending: what it wrote before may
+             * still be on its way to the completion queue */
+            if (now - p->bye_at >= VX_EOF_GRACE)
+                loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                                     "has left (it destroyed its communicator) while this rank "
+                                     "still expected %s", p->rhead ? "a message from it"
+                                                                   : "to send it a message");
+            else
+                next_ms = 10;
+            continue;
+        }
         if (p->eof_at > 0 && !p->failed) {
             int outstanding = p->sq_posted != p->sq_done;
             if (!outstanding || now - p->eof_at >= VX_EOF_GRACE)

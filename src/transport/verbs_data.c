@@ -578,10 +578,9 @@ int loom_verbs_poll_cq(struct loom_tx *tx)
                      ": its link is lost: the completion queue of %s failed (ibv_poll_cq "
                      "returned %d: overrun past its %d entries, or a device error)",
                      vp->choice.dev, n, vp->cq->cqe);
-            for (int r = 0; r < tx->params.nranks; r++)
-                if (r != tx->params.rank && vp->peers[r].state != VX_NONE &&
-                    !vp->peers[r].failed)
-                    loom_verbs_fail_peer(tx, r, LOOM_ERROR_SYSTEM, "%s", why);
+            for (int i = 0; i < vp->nlive; i++)
+                if (!vp->peers[vp->live[i]].failed)
+                    loom_verbs_fail_peer(tx, vp->live[i], LOOM_ERROR_SYSTEM, "%s", why);
             if (!vp->pending_err) {
                 snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: rank %d: %s", tx->params.rank,
                          why + sizeof ": its link is lost: " - 1);
@@ -597,9 +596,8 @@ int loom_verbs_poll_cq(struct loom_tx *tx)
             break;
     }
     if (total)
-        for (int r = 0; r < tx->params.nranks; r++)
-            if (vp->peers[r].state == VX_UP && !vp->peers[r].failed)
-                loom_verbs_kick(tx, r);
+        for (int i = 0; i < vp->nlive; i++)
+            loom_verbs_kick(tx, vp->live[i]);
     return total;
 }
 

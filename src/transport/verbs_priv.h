@@ -85,6 +85,7 @@ struct vx_peer {
     uint8_t ctl_in[LOOM_VERBS_HELLO_LEN];
     size_t ctl_have;
     double eof_at;               /* its control socket ended (0: not), no bye */
+    double bye_at;               /* it said goodbye with requests pending     */
     /* queue pair accounting: send-queue numbers posted and known done */
     uint32_t sq_depth, rq_depth;
     uint32_t sq_posted, sq_done, sq_last_signal;
@@ -156,6 +157,8 @@ struct vx_priv {
     int epfd, wakefd, listen_fd;
     uint8_t ctrl_wire[LOOM_NET_WIRE_ADDR_LEN];
     struct vx_peer *peers;       /* nranks entries; own slot unused           */
+    int *live;                   /* ranks with a queue pair (a handful): what */
+    int nlive;                   /* the per-pass loops look at                */
     struct vx_pending *pending;
     int npending;
     loom_result_t pending_err;   /* a link failed since progress returned     */
