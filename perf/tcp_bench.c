@@ -19,6 +19,8 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/net.h"
 #include "transport/transport.h"
+#include "bootstrap/oob.h"
+#include "config.h"
 
 static int g_timeout_us = -1;
 static size_t g_only_size; /* -b: run just this size */
@@ -134,33 +136,20 @@ static void bench(struct loom_tx *tx, int rank)
 
 static int run_rank(int rank, int port, int nsocks, const char *addr)
 {
-    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = rank, .nranks = 2,
-                                .local_addr = addr, .nsocks = nsocks,
-                                .connect_timeout = 10, .wake_fd = -1};
-    uint8_t ep[LOOM_EP_MAX], all[2 * LOOM_EP_MAX];
-    size_t ep_len;
+    struct loom_oob *oob;
     struct loom_tx *tx;
-    char err[512];
-    if (loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len) != LOOM_SUCCESS) {
-        fprintf(stderr, "tcp_bench: %s\n", loom_thread_error());
-        return 1;
-    }
-    struct loom_boot_params bp = {.struct_size = sizeof bp, .rank = rank,
-                                  .nranks = 2, .root_host = addr,
-                                  .root_port = port, .timeout = 10, .wake_fd = -1};
-    uint64_t id;
-    if (loom_bootstrap_exchange(&bp, ep, ep_len, all, LOOM_EP_MAX, &id, err,
-                                sizeof err) != LOOM_SUCCESS) {
+    char err[1024], n[16];
+    snprintf(n, sizeof n, "%d", nsocks);
+    setenv("LOOM_NSOCKS", n, 1);
+    loom_config_reset();
+    if (loom_tx_bootstrap(&loom_tcp_transport, rank, 2, addr, addr, port, 10, &oob, &tx,
+                          err, sizeof err) != LOOM_SUCCESS) {
         fprintf(stderr, "tcp_bench: %s\n", err);
-        return 1;
-    }
-    tx->params.comm_id = id;
-    if (tx->ops->connect_all(tx, all, LOOM_EP_MAX) != LOOM_SUCCESS) {
-        fprintf(stderr, "tcp_bench: %s\n", tx->errmsg);
         return 1;
     }
     bench(tx, rank);
     loom_tx_close(tx);
+    loom_oob_close(oob);
     return 0;
 }
 

@@ -3,7 +3,7 @@
  * Steps, every one bounded in time:
  *  1. Load and validate the table; open a TCP listener on this rank's table
  *     address (ephemeral port).
- *  2. Rendezvous (loom_bootstrap_exchange) at rank 0's table endpoint with the
+ *  2. Rendezvous (loom_bootstrap) at rank 0's table endpoint with the
  *     table hash: every rank learns every listener; a different table is named.
  *  3. Ranks 1..n-1 open a control connection to rank 0's listener.
  *  4. Rounds (circle method): rank 0 sends GO r on every control connection;
@@ -30,6 +30,7 @@
 #include "util.h"
 #include "config.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/oob.h"
 #include "transport/net.h"
 #include "probe.h"
 #include "probe_internal.h"
@@ -244,7 +245,10 @@ static const char *probe_describe(void *ctx, int rank)
     return p->describe_buf;
 }
 
-/* Step 2: learn every rank's listener through rank 0's table endpoint. */
+/* Step 2: learn every rank's listener: rendezvous at rank 0's table
+ * endpoint (the job's bootstrap and out-of-band service), then each rank
+ * publishes its listener and looks up everyone else's. */
+#define PROBE_OOB_TAG_EP 0x0020u
 static int probe_bootstrap(struct probe *p, const uint8_t *my_ep, char *err,
                            size_t errlen)
 {
@@ -253,8 +257,9 @@ static int probe_bootstrap(struct probe *p, const uint8_t *my_ep, char *err,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    loom_rank_info_t r0;
+    loom_rank_info_t r0, me;
     loom_ranktable_rank_info(p->table, 0, &r0);
+    loom_ranktable_rank_info(p->table, p->rank, &me);
     struct loom_boot_params bp = {
         .struct_size = sizeof bp,
         .rank = p->rank,
@@ -263,22 +268,41 @@ static int probe_bootstrap(struct probe *p, const uint8_t *my_ep, char *err,
         .root_port = r0.port,
         .table_hash = p->hash,
         .timeout = loom_config()->bootstrap_timeout,
-        .wake_fd = -1,
         .describe = probe_describe,
         .describe_ctx = p,
     };
     char e[1024] = "";
     int rc = 0;
-    if (p->n == 1)
-        memcpy(all, my_ep, PROBE_EP_LEN);
-    else if (loom_bootstrap_exchange(&bp, my_ep, PROBE_EP_LEN, all, PROBE_EP_LEN,
-                                     &p->comm_id, e, sizeof e) != LOOM_SUCCESS) {
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
+    struct loom_oob *oob = NULL;
+    memcpy(all + (size_t)p->rank * PROBE_EP_LEN, my_ep, PROBE_EP_LEN);
+    if (loom_oob_open(p->rank, p->n, p->rank == 0 ? r0.address : me.address,
+                      p->rank == 0 ? r0.port : 0, &oob, entry, e, sizeof e) < 0 ||
+        loom_bootstrap(&bp, oob, entry, &p->comm_id, NULL, e, sizeof e) < 0 ||
+        loom_oob_publish(oob, PROBE_OOB_TAG_EP, my_ep, PROBE_EP_LEN) < 0) {
         /* e names rank 0's endpoint, or the rank whose table differs. */
         snprintf(err, errlen, "%s%s", strncmp(e, "bootstrap", 9) ? "bootstrap: "
                                                                  : "", e);
         rc = -1;
     }
+    for (int r = 0; rc == 0 && r < p->n; r++)
+        if (r != p->rank && loom_oob_lookup(oob, r, PROBE_OOB_TAG_EP) < 0)
+            rc = -1;
     for (int r = 0; rc == 0 && r < p->n; r++) {
+        void *buf = NULL;
+        size_t len = 0;
+        if (r != p->rank) {
+            if (loom_oob_recv(oob, PROBE_OOB_TAG_EP, r, bp.timeout, NULL, &buf, &len) < 0 ||
+                len != PROBE_EP_LEN) {
+                snprintf(err, errlen, "rank %d's listener was not learnt: %s", r,
+                         loom_oob_error(oob));
+                free(buf);
+                rc = -1;
+                break;
+            }
+            memcpy(all + (size_t)r * PROBE_EP_LEN, buf, PROBE_EP_LEN);
+            free(buf);
+        }
         if (loom_net_from_wire(all + (size_t)r * PROBE_EP_LEN, &p->ep[r],
                                &p->ep_len[r]) < 0) {
             snprintf(err, errlen, "rank %d sent a malformed endpoint", r);
@@ -288,6 +312,7 @@ static int probe_bootstrap(struct probe *p, const uint8_t *my_ep, char *err,
         loom_net_format((struct sockaddr *)&p->ep[r], p->ep_str[r],
                         sizeof p->ep_str[r]);
     }
+    p->oob = oob;
     free(all);
     return rc;
 }
@@ -315,6 +340,8 @@ static void probe_free(struct probe *p)
             close(p->ctl[r]);
     if (p->lfd >= 0)
         close(p->lfd);
+    if (p->oob)
+        loom_oob_close(p->oob);
     free(p->ep);
     free(p->ep_len);
     free(p->ep_str);

@@ -59,11 +59,14 @@ struct probe_link {
     char err[PROBE_ERR_MAX];
 };
 
+struct loom_oob;
+
 struct probe {
     struct probe_opts o;
     loom_ranktable_t *table;
     int n, rank, nservers;
     uint64_t hash, comm_id;
+    struct loom_oob *oob;     /* the job's out-of-band service (bootstrap) */
     int lfd;                              /* pair listener; -1 closed    */
     struct sockaddr_storage *ep;          /* every rank's listener       */
     socklen_t *ep_len;

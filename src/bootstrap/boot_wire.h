@@ -1,18 +1,24 @@
 /* boot_wire.h - the bootstrap's wire messages and the pure checks applied to
  * what a peer sends (no sockets: the fuzz target drives them directly).
  *
- * Little-endian. In order on one connection:
+ * Little-endian. A rank opens a socket to rank 0's port and sends the
+ * out-of-band preamble of kind "BOST" (oob.h), which hands it to rank 0's
+ * bootstrap; then, in order:
  *   challenge (root -> rank, 40 bytes): auth message (auth.h), magic "BLCH",
  *          flags LOOM_AUTH_FLAG_KEYED when rank 0 has a job key, root's
  *          challenge cA
  *   hello  (rank -> root, 28 bytes + ep + 64): magic "BLHI" u32 | version u16
  *          | flags u16 | rank u32 | nranks u32 | table_hash u64 | ep_len u32 |
- *          ep | cC (32) | mac (32; zeros without a key)
+ *          ep | cC (32) | mac (32; zeros without a key). ep is the rank's
+ *          out-of-band entry (its address and host hash, oob.h).
  *   proof  (root -> rank, 40 bytes): auth message, magic "BLPR", root's mac
  *          (zeros without a key) -- or, instead, a refusal answer
  *   answer (root -> rank, 8 bytes + body): magic "BLAN" u32 | version u16 |
- *          status u16; status 0: comm_id u64 | nranks u32 | nranks x
- *          (len u32 | ep); otherwise refused, status = -loom_result_t:
+ *          status u16; status 0: comm_id u64 | nranks u32 | parent u32 |
+ *          the parent's entry (LOOM_OOB_ENTRY_LEN bytes): the rank then takes
+ *          the job's table of entries from its parent in a binary tree over
+ *          the ranks, through the out-of-band service, so that rank 0 sends
+ *          O(N) bytes in all; otherwise refused, status = -loom_result_t:
  *          len u32 | message */
 #ifndef LOOM_BOOT_WIRE_H
 #define LOOM_BOOT_WIRE_H
@@ -26,7 +32,7 @@
 #define LOOM_BOOT_ANSWER_MAGIC 0x4e414c42u /* "BLAN" */
 #define LOOM_BOOT_CHAL_MAGIC 0x48434c42u   /* "BLCH" */
 #define LOOM_BOOT_PROOF_MAGIC 0x52504c42u  /* "BLPR" */
-#define LOOM_BOOT_VERSION 2
+#define LOOM_BOOT_VERSION 3
 #define LOOM_BOOT_HELLO_LEN 28
 #define LOOM_BOOT_AUTH_LEN (LOOM_AUTH_CHAL_LEN + LOOM_AUTH_MAC_LEN)
 #define LOOM_BOOT_ANSWER_LEN 8

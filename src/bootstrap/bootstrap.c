@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,7 +27,7 @@
 #include "bootstrap/boot_wire.h"
 #include "auth.h"
 #include "transport/net.h"
-#include "transport/transport.h"
+#include "bootstrap/oob.h"
 
 #define BOOT_ANSWER_MAGIC LOOM_BOOT_ANSWER_MAGIC
 #define BOOT_VERSION LOOM_BOOT_VERSION
@@ -37,6 +38,12 @@
 #define BOOT_STRANGERS_MAX 64
 #define BOOT_BACKOFF_MIN 0.01
 #define BOOT_BACKOFF_MAX 0.5
+#define BOOT_REPORT_FIRST 3.0   /* seconds before rank 0 names missing ranks */
+#define BOOT_REPORT_EVERY 5.0   /* and again every so often                  */
+#define BOOT_LINGER 2.0         /* refusing latecomers after a fatal refusal */
+
+/* Bytes this rank moved on bootstrap sockets (the calling thread's job). */
+static __thread struct loom_boot_stats boot_count;
 
 static const char *describe(const struct loom_boot_params *p, int rank,
                             char *buf, size_t len)
@@ -67,7 +74,7 @@ struct boot_conn {
     size_t got, need;
     char from[LOOM_NET_ADDRSTR_MAX];
     uint8_t ca[LOOM_AUTH_CHAL_LEN];  /* the challenge sent to it */
-    uint8_t buf[BOOT_HELLO_LEN + LOOM_EP_MAX + LOOM_BOOT_AUTH_LEN];
+    uint8_t buf[BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN + LOOM_BOOT_AUTH_LEN];
 };
 
 /* Best effort: tell a refused rank why (why < 0 is sent as its status),
@@ -78,6 +85,7 @@ static void refuse(int fd, loom_result_t why, const char *msg, double deadline)
     if (mlen > BOOT_MSG_MAX)
         mlen = BOOT_MSG_MAX;
     uint8_t hdr[BOOT_ANSWER_LEN + 4];
+    boot_count.sent += sizeof hdr + mlen;
     loom_put_le32(hdr, BOOT_ANSWER_MAGIC);
     loom_put_le16(hdr + 4, BOOT_VERSION);
     loom_put_le16(hdr + 6, (uint16_t)-why);
@@ -88,20 +96,46 @@ static void refuse(int fd, loom_result_t why, const char *msg, double deadline)
     close(fd);
 }
 
+/* Rank r's table has reached its subtree: wait for its children's word
+ * (ranks 2r+1 and 2r+2), then tell its parent. When rank 0 returns, every
+ * rank holds the table, so no rank can later be stranded by one that left. */
+static loom_result_t tree_ack(const struct loom_boot_params *p, struct loom_oob *oob,
+                              double deadline, char *err, size_t errlen)
+{
+    for (int c = 2 * p->rank + 1; c <= 2 * p->rank + 2 && c < p->nranks; c++) {
+        void *buf = NULL;
+        double left = deadline - loom_now();
+        loom_result_t res = loom_oob_recv(oob, LOOM_OOB_TAG_TABLE_ACK, c,
+                                          left > 1 ? left : 1, NULL, &buf, NULL);
+        free(buf);
+        if (res < 0) {
+            char d[256];
+            snprintf(err, errlen, "bootstrap: rank %d did not hear that %s got the "
+                     "job's table: %s", p->rank, describe(p, c, d, sizeof d),
+                     loom_oob_error(oob));
+            return res;
+        }
+    }
+    if (p->rank == 0)
+        return LOOM_SUCCESS;
+    return loom_oob_send(oob, (p->rank - 1) / 2, LOOM_OOB_TAG_TABLE_ACK, "", 0);
+}
+
 struct root_state {
     const struct loom_boot_params *p;
     int *rank_fd;           /* accepted fd of each rank, -1 until joined */
     int joined;
-    void *all_eps;
-    size_t ep_stride;
+    uint8_t *table;         /* nranks entries                            */
     char *err;
     size_t errlen;
     const struct loom_auth_key *key;
-    char refused[BOOT_MSG_MAX]; /* the last refusal of a claimed rank */
+    loom_result_t fatal;    /* a claimed rank of this job is refused     */
+    char refused[BOOT_MSG_MAX]; /* why                                   */
 };
 
 /* A hello has fully arrived on c: take it or refuse it. Returns 1 when the
- * fd now belongs to a rank, 0 when it was closed. */
+ * fd now belongs to a rank, 0 when it was closed. A rank of this job that
+ * loaded another table or size makes the job fail (st->fatal). */
 static int root_take(struct root_state *st, struct boot_conn *c, double deadline)
 {
     const struct loom_boot_params *p = st->p;
@@ -112,37 +146,45 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
     char msg[BOOT_MSG_MAX], d[256];
     loom_result_t why = LOOM_ERROR_INVALID_ARGUMENT;
     if (loom_get_le32(c->buf + 8) >= (uint32_t)p->nranks || rank == 0) {
-        snprintf(msg, sizeof msg, "rank %u is not in 1..%d (the job has %d ranks)",
-                 loom_get_le32(c->buf + 8), p->nranks - 1, p->nranks);
+        snprintf(msg, sizeof msg, "a process at %s claims rank %u, which is not in "
+                 "1..%d (rank 0 has %d ranks)", c->from, loom_get_le32(c->buf + 8),
+                 p->nranks - 1, p->nranks);
+        why = LOOM_ERROR_MISMATCH;
     } else if (nranks != (uint32_t)p->nranks) {
         snprintf(msg, sizeof msg, "%s was started with %u ranks, rank 0 has %d",
                  describe(p, rank, d, sizeof d), nranks, p->nranks);
         why = LOOM_ERROR_MISMATCH;
     } else if (hash != p->table_hash) {
         snprintf(msg, sizeof msg,
-                 "%s loaded a different rank table (hash 0x%016llx, root has "
+                 "%s loaded a different rank table (hash 0x%016llx, rank 0 has "
                  "0x%016llx)",
                  describe(p, rank, d, sizeof d), (unsigned long long)hash,
                  (unsigned long long)p->table_hash);
         why = LOOM_ERROR_MISMATCH;
+    } else if (ep_len != LOOM_OOB_ENTRY_LEN) {
+        snprintf(msg, sizeof msg, "%s sent a %u-byte entry, expected %d",
+                 describe(p, rank, d, sizeof d), ep_len, LOOM_OOB_ENTRY_LEN);
+        why = LOOM_ERROR_PROTOCOL;
     } else if (st->rank_fd[rank] >= 0) {
         snprintf(msg, sizeof msg, "%s joined twice (again from %s)",
                  describe(p, rank, d, sizeof d), c->from);
+        why = LOOM_ERROR_MISMATCH;
     } else {
-        memcpy((uint8_t *)st->all_eps + (size_t)rank * st->ep_stride,
-               c->buf + BOOT_HELLO_LEN, ep_len);
+        memcpy(st->table + (size_t)rank * LOOM_OOB_ENTRY_LEN, c->buf + BOOT_HELLO_LEN,
+               LOOM_OOB_ENTRY_LEN);
         st->rank_fd[rank] = c->fd;
         st->joined++;
         LOOM_TRACE(LOOM_SUB_BOOT, "bootstrap: rank %d joined from %s (%d of %d)",
                    rank, c->from, st->joined + 1, p->nranks);
         return 1;
     }
-    /* Another job's rank (different table or size) is refused, by name, but
-     * does not stop this job: the root's timeout message repeats why. */
     LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 refused a connection from %s: %s",
               c->from, msg);
-    if (why == LOOM_ERROR_MISMATCH)
+    if (why == LOOM_ERROR_MISMATCH && st->fatal == LOOM_SUCCESS) {
+        /* a rank of this job disagrees: nobody can go on, tell everyone */
         snprintf(st->refused, sizeof st->refused, "%s", msg);
+        st->fatal = why;
+    }
     refuse(c->fd, why, msg, deadline);
     return 0;
 }
@@ -160,10 +202,10 @@ static int root_read(struct root_state *st, struct boot_conn *c, double deadline
         return -1;
     }
     c->got += (size_t)n;
+    boot_count.received += (uint64_t)n;
     char why[300];
     if (c->got == BOOT_HELLO_LEN && c->need == BOOT_HELLO_LEN) {
-        size_t ep_max = st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX;
-        int rc = loom_boot_hello_head_check(c->buf, ep_max, &c->need, why,
+        int rc = loom_boot_hello_head_check(c->buf, LOOM_OOB_ENTRY_LEN, &c->need, why,
                                             sizeof why);
         if (rc == LOOM_BOOT_DROP) {
             LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s",
@@ -202,63 +244,65 @@ static int root_read(struct root_state *st, struct boot_conn *c, double deadline
         close(c->fd);
         return -1;
     }
+    boot_count.sent += sizeof proof;
     return root_take(st, c, deadline) ? 1 : -1;
 }
 
-static void root_missing(struct root_state *st)
+/* "rank 2 (server ...), rank 3 (...) and 5 more" into buf. */
+static size_t root_list_missing(const struct root_state *st, char *buf, size_t len)
 {
     const struct loom_boot_params *p = st->p;
     size_t off = 0;
     int listed = 0;
-    for (int r = 1; r < p->nranks && off + 32 < st->errlen; r++) {
+    buf[0] = '\0';
+    for (int r = 1; r < p->nranks && off + 32 < len; r++) {
         if (st->rank_fd[r] >= 0)
             continue;
         if (listed == 8) {
-            off += (size_t)snprintf(st->err + off, st->errlen - off,
-                                    " and %d more", p->nranks - 1 - st->joined - 8);
+            off += (size_t)snprintf(buf + off, len - off, " and %d more",
+                                    p->nranks - 1 - st->joined - 8);
             break;
         }
         char d[256];
-        off += (size_t)snprintf(st->err + off, st->errlen - off, "%s%s",
-                                listed ? ", " : "", describe(p, r, d, sizeof d));
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", listed ? ", " : "",
+                                describe(p, r, d, sizeof d));
         listed++;
     }
-    if (off < st->errlen)
-        off += (size_t)snprintf(st->err + off, st->errlen - off,
-                                " did not join within %g s", p->timeout);
-    if (off < st->errlen && st->refused[0])
-        snprintf(st->err + off, st->errlen - off, " (refused: %s)", st->refused);
+    return off < len ? off : len - 1;
 }
 
+static void root_missing(struct root_state *st)
+{
+    size_t off = root_list_missing(st, st->err, st->errlen);
+    if (off < st->errlen)
+        off += (size_t)snprintf(st->err + off, st->errlen - off,
+                                " did not join within %g s", st->p->timeout);
+}
+
+/* Each rank's answer: the communicator id, its parent in the tree that
+ * spreads the table, and where the parent listens. O(1) bytes a rank. */
 static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
-                                       double deadline)
+                                       double deadline, int abort_fd)
 {
     const struct loom_boot_params *p = st->p;
-    size_t ep_len = st->ep_stride < LOOM_EP_MAX ? st->ep_stride : LOOM_EP_MAX;
-    size_t total = BOOT_ANSWER_LEN + 12 + (size_t)p->nranks * (4 + ep_len);
-    uint8_t *buf = malloc(total);
-    if (!buf) {
-        snprintf(st->err, st->errlen, "bootstrap: out of memory (%zu bytes)", total);
-        return LOOM_ERROR_NO_MEMORY;
-    }
-    loom_put_le32(buf, BOOT_ANSWER_MAGIC);
-    loom_put_le16(buf + 4, BOOT_VERSION);
-    loom_put_le16(buf + 6, 0);
-    loom_put_le64(buf + 8, comm_id);
-    loom_put_le32(buf + 16, (uint32_t)p->nranks);
-    uint8_t *q = buf + 20;
-    for (int r = 0; r < p->nranks; r++) {
-        loom_put_le32(q, (uint32_t)ep_len);
-        memcpy(q + 4, (uint8_t *)st->all_eps + (size_t)r * st->ep_stride, ep_len);
-        q += 4 + ep_len;
-    }
+    uint8_t buf[BOOT_ANSWER_LEN + 16 + LOOM_OOB_ENTRY_LEN];
     loom_result_t res = LOOM_SUCCESS;
     for (int r = 1; r < p->nranks && res == LOOM_SUCCESS; r++) {
-        res = loom_boot_write_all(st->rank_fd[r], buf, total, deadline, p->wake_fd);
+        int parent = (r - 1) / 2;
+        loom_put_le32(buf, BOOT_ANSWER_MAGIC);
+        loom_put_le16(buf + 4, BOOT_VERSION);
+        loom_put_le16(buf + 6, 0);
+        loom_put_le64(buf + 8, comm_id);
+        loom_put_le32(buf + 16, (uint32_t)p->nranks);
+        loom_put_le32(buf + 20, (uint32_t)parent);
+        memcpy(buf + 24, st->table + (size_t)parent * LOOM_OOB_ENTRY_LEN,
+               LOOM_OOB_ENTRY_LEN);
+        res = loom_boot_write_all(st->rank_fd[r], buf, sizeof buf, deadline, abort_fd);
+        boot_count.sent += sizeof buf;
         if (res < 0) {
             char d[256];
             snprintf(st->err, st->errlen,
-                     "bootstrap: rank 0 could not send the endpoints to %s: %s",
+                     "bootstrap: rank 0 could not answer %s: %s",
                      describe(p, r, d, sizeof d),
                      res == LOOM_ERROR_TIMEOUT   ? "timed out"
                      : res == LOOM_ERROR_ABORTED ? "aborted"
@@ -266,89 +310,121 @@ static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
                                                  : strerror(errno));
         }
     }
-    free(buf);
     return res;
 }
 
-static loom_result_t root_listen(const struct loom_boot_params *p, int *fdp,
-                                 char *err, size_t errlen)
+/* Wakes rank 0's bootstrap when its out-of-band service hands it a socket. */
+static void root_notify(void *ctx)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    char e[256];
-    loom_result_t res = loom_net_resolve(p->root_host, p->root_port, &ss, &sl, e,
-                                         sizeof e);
-    if (res < 0) {
-        snprintf(err, errlen, "bootstrap: rank 0 cannot listen: %s", e);
-        return res;
+    uint64_t one = 1;
+    if (write(*(int *)ctx, &one, sizeof one) < 0) {
+        /* saturated: readable anyway */
     }
-    char a[LOOM_NET_ADDRSTR_MAX];
-    loom_net_format((struct sockaddr *)&ss, a, sizeof a);
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "bootstrap: rank 0: socket() for %s: %s", a,
-                 strerror(errno));
-        return LOOM_ERROR_SYSTEM;
+}
+
+/* Take a socket handed over by the service: challenge it first. */
+static int root_adopt(struct root_state *st, struct boot_conn *c, int fd,
+                      const char *from)
+{
+    c->fd = fd;
+    c->got = 0;
+    c->need = BOOT_HELLO_LEN;
+    snprintf(c->from, sizeof c->from, "%s", from);
+    uint8_t chal[LOOM_AUTH_MSG_LEN];
+    ssize_t sent = -1;
+    if (loom_auth_challenge(c->ca) == LOOM_SUCCESS) {
+        loom_auth_msg_encode(chal, LOOM_BOOT_CHAL_MAGIC, LOOM_BOOT_VERSION,
+                             st->key->set ? LOOM_AUTH_FLAG_KEYED : 0, c->ca);
+        sent = send(fd, chal, sizeof chal, MSG_NOSIGNAL);
     }
-    int one = 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
-        int e2 = errno;
-        snprintf(err, errlen, "bootstrap: rank 0 cannot listen on %s: %s%s", a,
-                 strerror(e2),
-                 e2 == EADDRINUSE ? " (the port is taken: another job or a "
-                                    "previous run still holds it)"
-                                  : "");
+    if (sent != (ssize_t)sizeof chal) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: could "
+                  "not send the challenge", c->from);
         close(fd);
-        return LOOM_ERROR_SYSTEM;
+        return -1;
     }
-    int backlog = p->nranks + BOOT_STRANGERS_MAX;
-    if (listen(fd, backlog > 4096 ? 4096 : backlog) < 0) {
-        snprintf(err, errlen, "bootstrap: rank 0: listen on %s: %s", a,
-                 strerror(errno));
-        close(fd);
-        return LOOM_ERROR_SYSTEM;
-    }
-    *fdp = fd;
-    return LOOM_SUCCESS;
+    boot_count.sent += sizeof chal;
+    return 0;
 }
 
 static loom_result_t root_exchange(const struct loom_boot_params *p,
                                    const struct loom_auth_key *key,
-                                   void *all_eps, size_t ep_stride,
+                                   struct loom_oob *oob, const uint8_t *entry,
                                    uint64_t *comm_id, char *err, size_t errlen)
 {
-    double deadline = loom_now() + p->timeout;
-    int lfd = loom_boot_uid_take_listener(p->root_port);
-    if (lfd < 0)
-        LOOM_CHECK(root_listen(p, &lfd, err, errlen));
+    double start = loom_now(), deadline = start + p->timeout;
+    double report_at = start + (p->report_first > 0 ? p->report_first : BOOT_REPORT_FIRST);
+    double report_every = p->report_every > 0 ? p->report_every : BOOT_REPORT_EVERY;
     loom_result_t res = LOOM_SUCCESS;
     int nconn = 0;
     int maxconn = p->nranks - 1 + BOOT_STRANGERS_MAX;
-    struct root_state st = {.p = p, .all_eps = all_eps, .ep_stride = ep_stride,
-                            .err = err, .errlen = errlen, .key = key};
+    int evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct root_state st = {.p = p, .err = err, .errlen = errlen, .key = key};
     st.rank_fd = malloc(sizeof *st.rank_fd * (size_t)p->nranks);
+    st.table = calloc((size_t)p->nranks, LOOM_OOB_ENTRY_LEN);
     struct boot_conn *conns = calloc((size_t)maxconn, sizeof *conns);
     struct pollfd *pfds = calloc((size_t)maxconn + 2, sizeof *pfds);
-    if (!st.rank_fd || !conns || !pfds) {
+    if (!st.rank_fd || !st.table || !conns || !pfds || evfd < 0) {
         snprintf(err, errlen, "bootstrap: out of memory for %d ranks", p->nranks);
         res = LOOM_ERROR_NO_MEMORY;
         goto out;
     }
     for (int r = 0; r < p->nranks; r++)
         st.rank_fd[r] = -1;
-    while (st.joined < p->nranks - 1) {
-        double left = deadline - loom_now();
+    memcpy(st.table, entry, LOOM_OOB_ENTRY_LEN);
+    loom_oob_set_notify(oob, root_notify, &evfd);
+    double linger_until = 0;
+    while (st.joined < p->nranks - 1 || st.fatal < 0) {
+        double now = loom_now(), left = deadline - now;
+        if (st.fatal < 0 && linger_until == 0) {
+            /* tell every rank that joined, keep refusing latecomers a while */
+            for (int r = 1; r < p->nranks; r++)
+                if (st.rank_fd[r] >= 0) {
+                    refuse(st.rank_fd[r], st.fatal, st.refused, loom_now() + 1.0);
+                    st.rank_fd[r] = -1;
+                }
+            linger_until = now + (left < BOOT_LINGER ? left : BOOT_LINGER);
+        }
+        if (st.fatal < 0 && now >= linger_until) {
+            snprintf(err, errlen, "bootstrap: %s", st.refused);
+            res = st.fatal;
+            goto out;
+        }
         if (left <= 0) {
             root_missing(&st);
             res = LOOM_ERROR_TIMEOUT;
             goto out;
         }
-        pfds[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-        pfds[1] = (struct pollfd){.fd = p->wake_fd, .events = POLLIN};
+        if (st.fatal == LOOM_SUCCESS && now >= report_at) {
+            char names[768];
+            root_list_missing(&st, names, sizeof names);
+            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: rank 0 is still waiting for %d of %d "
+                      "ranks after %.0f s (timeout %g s): %s", p->nranks - 1 - st.joined,
+                      p->nranks, now - start, p->timeout, names);
+            report_at = now + report_every;
+        }
+        /* sockets the out-of-band service took for us */
+        int fd;
+        char from[LOOM_NET_ADDRSTR_MAX];
+        while (loom_oob_take_fd(oob, LOOM_OOB_KIND_BOOT, &fd, from, sizeof from)) {
+            if (nconn == maxconn) {
+                /* Full of silent connections: the oldest goes. */
+                LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped silent connection "
+                          "from %s", conns[0].from);
+                close(conns[0].fd);
+                conns[0] = conns[--nconn];
+            }
+            if (root_adopt(&st, &conns[nconn], fd, from) == 0)
+                nconn++;
+        }
+        pfds[0] = (struct pollfd){.fd = evfd, .events = POLLIN};
+        pfds[1] = (struct pollfd){.fd = loom_oob_abort_fd(oob), .events = POLLIN};
         for (int i = 0; i < nconn; i++)
             pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
-        int rc = poll(pfds, (nfds_t)nconn + 2, (int)(left * 1000.0) + 1);
+        double until = st.fatal < 0 ? linger_until : deadline;
+        if (st.fatal == LOOM_SUCCESS && report_at < until)
+            until = report_at;
+        int rc = poll(pfds, (nfds_t)nconn + 2, (int)((until - now) * 1000.0) + 1);
         if (rc < 0 && errno != EINTR) {
             snprintf(err, errlen, "bootstrap: poll: %s", strerror(errno));
             res = LOOM_ERROR_SYSTEM;
@@ -362,8 +438,22 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
             res = LOOM_ERROR_ABORTED;
             goto out;
         }
+        if (pfds[0].revents & POLLIN) {
+            uint64_t v;
+            if (read(evfd, &v, sizeof v) < 0) {
+                /* drained already */
+            }
+        }
         for (int i = 0; i < nconn;) {
             int r = pfds[2 + i].revents ? root_read(&st, &conns[i], deadline) : 0;
+            if (r == 1 && st.fatal < 0) {
+                /* joined after the job failed: it hears why at once */
+                for (int q = 1; q < p->nranks; q++)
+                    if (st.rank_fd[q] == conns[i].fd) {
+                        refuse(conns[i].fd, st.fatal, st.refused, loom_now() + 1.0);
+                        st.rank_fd[q] = -1;
+                    }
+            }
             if (r == 0) {
                 i++;
                 continue;
@@ -373,50 +463,27 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
             conns[i] = conns[nconn];
             pfds[2 + i] = pfds[2 + nconn];
         }
-        while (pfds[0].revents & POLLIN) {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof ss;
-            int fd = accept4(lfd, (struct sockaddr *)&ss, &sl,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0)
-                break;
-            if (nconn == maxconn) {
-                /* Full of silent connections: the oldest goes. */
-                LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped silent connection "
-                          "from %s", conns[0].from);
-                close(conns[0].fd);
-                conns[0] = conns[--nconn];
-            }
-            struct boot_conn *c = &conns[nconn];
-            c->fd = fd;
-            c->got = 0;
-            c->need = BOOT_HELLO_LEN;
-            loom_net_format((struct sockaddr *)&ss, c->from, sizeof c->from);
-            /* The challenge goes first; 40 bytes fit any fresh socket. */
-            uint8_t chal[LOOM_AUTH_MSG_LEN];
-            ssize_t sent = -1;
-            if (loom_auth_challenge(c->ca) == LOOM_SUCCESS) {
-                loom_auth_msg_encode(chal, LOOM_BOOT_CHAL_MAGIC, LOOM_BOOT_VERSION,
-                                     key->set ? LOOM_AUTH_FLAG_KEYED : 0, c->ca);
-                sent = send(fd, chal, sizeof chal, MSG_NOSIGNAL);
-            }
-            if (sent != (ssize_t)sizeof chal) {
-                LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: "
-                          "could not send the challenge", c->from);
-                close(fd);
-                continue;
-            }
-            nconn++;
-        }
     }
     *comm_id = new_comm_id();
+    loom_oob_set_table(oob, st.table);
+    loom_oob_start(oob, *comm_id);
+    res = loom_oob_publish(oob, LOOM_OOB_TAG_TABLE, st.table,
+                           (size_t)p->nranks * LOOM_OOB_ENTRY_LEN);
+    if (res < 0) {
+        snprintf(err, errlen, "bootstrap: cannot publish the table");
+        goto out;
+    }
     double send_deadline = deadline > loom_now() + 10.0 ? deadline : loom_now() + 10.0;
-    res = root_send_answers(&st, *comm_id, send_deadline);
+    res = root_send_answers(&st, *comm_id, send_deadline, loom_oob_abort_fd(oob));
     if (res == LOOM_SUCCESS)
-        LOOM_INFO(LOOM_SUB_BOOT, "bootstrap: %d ranks joined, comm id 0x%016llx",
-                  p->nranks, (unsigned long long)*comm_id);
+        res = tree_ack(p, oob, send_deadline, err, errlen);
+    if (res == LOOM_SUCCESS)
+        LOOM_INFO(LOOM_SUB_BOOT, "bootstrap: %d ranks joined in %.3f s, comm id "
+                  "0x%016llx", p->nranks, loom_now() - start,
+                  (unsigned long long)*comm_id);
 
 out:
+    loom_oob_set_notify(oob, NULL, NULL);
     if (st.rank_fd && res < 0) {
         /* Tell the ranks that did join why the job stops. */
         char msg[BOOT_MSG_MAX];
@@ -434,10 +501,16 @@ out:
     if (conns)
         for (int i = 0; i < nconn; i++)
             close(conns[i].fd);
+    /* sockets handed over that nobody read */
+    int fd;
+    while (loom_oob_take_fd(oob, LOOM_OOB_KIND_BOOT, &fd, NULL, 0))
+        close(fd);
     free(st.rank_fd);
+    free(st.table);
     free(conns);
     free(pfds);
-    close(lfd);
+    if (evfd >= 0)
+        close(evfd);
     return res;
 }
 
@@ -445,8 +518,8 @@ out:
 
 static loom_result_t peer_connect(const struct loom_boot_params *p,
                                   const struct sockaddr_storage *ss, socklen_t sl,
-                                  const char *root, double deadline, int *fdp,
-                                  char *err, size_t errlen)
+                                  const char *root, double deadline, int wake_fd,
+                                  int *fdp, char *err, size_t errlen)
 {
     double backoff = BOOT_BACKOFF_MIN;
     int last = 0;
@@ -460,7 +533,7 @@ static loom_result_t peer_connect(const struct loom_boot_params *p,
         if (connect(fd, (const struct sockaddr *)ss, sl) < 0) {
             e = errno;
             if (e == EINPROGRESS || e == EINTR) {
-                int w = loom_boot_wait(fd, POLLOUT, deadline, p->wake_fd);
+                int w = loom_boot_wait(fd, POLLOUT, deadline, wake_fd);
                 if (w == 1) {
                     socklen_t el = sizeof e;
                     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
@@ -491,7 +564,7 @@ static loom_result_t peer_connect(const struct loom_boot_params *p,
         double wake = loom_now() + backoff;
         if (wake > deadline)
             wake = deadline;
-        int w = loom_boot_wait(-1, 0, wake, p->wake_fd);
+        int w = loom_boot_wait(-1, 0, wake, wake_fd);
         if (w < 0) {
             snprintf(err, errlen, "bootstrap: rank %d aborted while connecting "
                      "to rank 0 at %s", p->rank, root);
@@ -527,11 +600,11 @@ static loom_result_t link_error(const struct loom_boot_params *p, loom_result_t 
 
 static loom_result_t peer_exchange(const struct loom_boot_params *p,
                                    const struct loom_auth_key *key,
-                                   const void *my_ep, size_t ep_len, void *all_eps,
-                                   size_t ep_stride, uint64_t *comm_id, char *err,
-                                   size_t errlen)
+                                   struct loom_oob *oob, const uint8_t *entry,
+                                   uint64_t *comm_id, char *err, size_t errlen)
 {
     double deadline = loom_now() + p->timeout;
+    int wake_fd = loom_oob_abort_fd(oob);
     struct sockaddr_storage ss;
     socklen_t sl;
     char e[256];
@@ -543,31 +616,37 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
     char root[LOOM_NET_ADDRSTR_MAX + 8];
     loom_net_format((struct sockaddr *)&ss, root, sizeof root);
     int fd = -1;
-    LOOM_CHECK(peer_connect(p, &ss, sl, root, deadline, &fd, err, errlen));
+    LOOM_CHECK(peer_connect(p, &ss, sl, root, deadline, wake_fd, &fd, err, errlen));
 
     int eof = 0;
     char why[300];
+    uint8_t pre[LOOM_OOB_PREAMBLE_LEN];
+    loom_oob_preamble(oob, LOOM_OOB_KIND_BOOT, pre);
+    loom_put_le64(pre + 8, 0); /* rank 0's bootstrap is not in a namespace */
+    loom_result_t res = loom_boot_write_all(fd, pre, sizeof pre, deadline, wake_fd);
+    boot_count.sent += sizeof pre;
     uint8_t chal[LOOM_AUTH_MSG_LEN], ca[LOOM_AUTH_CHAL_LEN], cc[LOOM_AUTH_CHAL_LEN];
-    loom_result_t res = loom_boot_read_all(fd, chal, sizeof chal, deadline,
-                                           p->wake_fd, &eof);
+    if (res == LOOM_SUCCESS)
+        res = loom_boot_read_all(fd, chal, sizeof chal, deadline, wake_fd, &eof);
     if (res < 0) {
         link_error(p, res, eof, root, "waiting for its challenge", err, errlen);
         goto out;
     }
+    boot_count.received += sizeof chal;
     if (loom_boot_chal_check(chal, ca, why, sizeof why) != LOOM_BOOT_OK) {
         snprintf(err, errlen, "bootstrap: %s %s", root, why);
         res = LOOM_ERROR_PROTOCOL;
         goto out;
     }
-    uint8_t hello[BOOT_HELLO_LEN + LOOM_EP_MAX + LOOM_BOOT_AUTH_LEN];
+    uint8_t hello[BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN + LOOM_BOOT_AUTH_LEN];
     struct loom_boot_hello h = {
         .magic = LOOM_BOOT_HELLO_MAGIC, .version = LOOM_BOOT_VERSION,
         .flags = key->set ? LOOM_AUTH_FLAG_KEYED : 0, .rank = (uint32_t)p->rank,
         .nranks = (uint32_t)p->nranks, .table_hash = p->table_hash,
-        .ep_len = (uint32_t)ep_len};
+        .ep_len = LOOM_OOB_ENTRY_LEN};
     loom_boot_hello_encode(&h, hello);
-    memcpy(hello + BOOT_HELLO_LEN, my_ep, ep_len);
-    size_t hlen = BOOT_HELLO_LEN + ep_len;
+    memcpy(hello + BOOT_HELLO_LEN, entry, LOOM_OOB_ENTRY_LEN);
+    size_t hlen = BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN;
     res = loom_auth_challenge(cc);
     if (res == LOOM_SUCCESS)
         res = loom_boot_hello_sign(key, ca, cc, hello, hlen, hello + hlen);
@@ -576,15 +655,15 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
                  p->rank, loom_result_string(res));
         goto out;
     }
-    res = loom_boot_write_all(fd, hello, hlen + LOOM_BOOT_AUTH_LEN, deadline,
-                              p->wake_fd);
+    res = loom_boot_write_all(fd, hello, hlen + LOOM_BOOT_AUTH_LEN, deadline, wake_fd);
     if (res < 0) {
         link_error(p, res, 0, root, "sending its hello", err, errlen);
         goto out;
     }
+    boot_count.sent += hlen + LOOM_BOOT_AUTH_LEN;
     /* Rank 0 answers with its proof of the key, or refuses at once. */
-    uint8_t hdr[LOOM_AUTH_MSG_LEN + 12];
-    res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, p->wake_fd, &eof);
+    uint8_t hdr[LOOM_AUTH_MSG_LEN + 16 + LOOM_OOB_ENTRY_LEN];
+    res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, wake_fd, &eof);
     if (res < 0) {
         link_error(p, res, eof, root, "waiting for its key proof", err, errlen);
         goto out;
@@ -592,7 +671,7 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
     if (loom_get_le32(hdr) == LOOM_BOOT_PROOF_MAGIC) {
         res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN,
                                  LOOM_AUTH_MSG_LEN - BOOT_ANSWER_LEN, deadline,
-                                 p->wake_fd, &eof);
+                                 wake_fd, &eof);
         if (res < 0) {
             link_error(p, res, eof, root, "reading its key proof", err, errlen);
             goto out;
@@ -605,25 +684,25 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
                                           : LOOM_ERROR_PROTOCOL;
             goto out;
         }
-        res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, p->wake_fd,
-                                 &eof);
+        boot_count.received += LOOM_AUTH_MSG_LEN;
+        res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, wake_fd, &eof);
         if (res < 0) {
-            link_error(p, res, eof, root, "waiting for the endpoints", err,
+            link_error(p, res, eof, root, "waiting for the other ranks to join", err,
                        errlen);
             goto out;
         }
     }
     if (loom_get_le32(hdr) != BOOT_ANSWER_MAGIC ||
         loom_get_le16(hdr + 4) != BOOT_VERSION) {
-        snprintf(err, errlen, "bootstrap: %s is not a Loom rank 0 (bad answer "
-                 "magic 0x%08x)", root, (unsigned)loom_get_le32(hdr));
+        snprintf(err, errlen, "bootstrap: %s is not a Loom rank 0 of this version "
+                 "(answer magic 0x%08x, version %u)", root, (unsigned)loom_get_le32(hdr),
+                 (unsigned)loom_get_le16(hdr + 4));
         res = LOOM_ERROR_PROTOCOL;
         goto out;
     }
-    res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN, 4, deadline, p->wake_fd,
-                             &eof);
+    res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN, 4, deadline, wake_fd, &eof);
     if (res < 0) {
-        link_error(p, res, eof, root, "waiting for the endpoints", err, errlen);
+        link_error(p, res, eof, root, "waiting for its answer", err, errlen);
         goto out;
     }
     if (loom_get_le16(hdr + 6) != 0) {
@@ -631,7 +710,7 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
         char msg[BOOT_MSG_MAX + 1] = "";
         if (mlen > BOOT_MSG_MAX)
             mlen = BOOT_MSG_MAX;
-        if (loom_boot_read_all(fd, msg, mlen, deadline, p->wake_fd, &eof) < 0)
+        if (loom_boot_read_all(fd, msg, mlen, deadline, wake_fd, &eof) < 0)
             mlen = 0;
         msg[mlen] = '\0';
         snprintf(err, errlen, "bootstrap: rank 0 at %s refused rank %d: %s", root,
@@ -641,48 +720,63 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
                                             : LOOM_ERROR_PROTOCOL;
         goto out;
     }
-    res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN + 4, 8, deadline,
-                             p->wake_fd, &eof);
+    res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN + 4, 12 + LOOM_OOB_ENTRY_LEN,
+                             deadline, wake_fd, &eof);
     if (res < 0) {
-        link_error(p, res, eof, root, "reading the endpoints", err, errlen);
+        link_error(p, res, eof, root, "reading its answer", err, errlen);
         goto out;
     }
+    boot_count.received += BOOT_ANSWER_LEN + 16 + LOOM_OOB_ENTRY_LEN;
     *comm_id = loom_get_le64(hdr + 8);
-    uint32_t n = loom_get_le32(hdr + 16);
-    if (n != (uint32_t)p->nranks) {
-        snprintf(err, errlen, "bootstrap: rank 0 at %s answered with %u ranks, "
-                 "this rank expects %d", root, n, p->nranks);
+    uint32_t n = loom_get_le32(hdr + 16), parent = loom_get_le32(hdr + 20);
+    if (n != (uint32_t)p->nranks || parent >= (uint32_t)p->rank) {
+        snprintf(err, errlen, "bootstrap: rank 0 at %s answered with %u ranks and "
+                 "parent %u; this rank expects %d ranks", root, n, parent, p->nranks);
         res = LOOM_ERROR_PROTOCOL;
         goto out;
     }
-    for (int r = 0; r < p->nranks; r++) {
-        uint8_t lb[4];
-        res = loom_boot_read_all(fd, lb, 4, deadline, p->wake_fd, &eof);
-        uint32_t len = res == LOOM_SUCCESS ? loom_get_le32(lb) : 0;
-        if (res == LOOM_SUCCESS && (len > LOOM_EP_MAX || len > ep_stride)) {
-            snprintf(err, errlen, "bootstrap: rank 0 at %s sent a %u-byte endpoint "
-                     "for rank %d (limit %zu)", root, len, r,
-                     ep_stride < LOOM_EP_MAX ? ep_stride : (size_t)LOOM_EP_MAX);
-            res = LOOM_ERROR_PROTOCOL;
-            goto out;
-        }
-        if (res == LOOM_SUCCESS)
-            res = loom_boot_read_all(fd, (uint8_t *)all_eps + (size_t)r * ep_stride,
-                                     len, deadline, p->wake_fd, &eof);
-        if (res < 0) {
-            link_error(p, res, eof, root, "reading the endpoints", err, errlen);
-            goto out;
-        }
-    }
-out:
     close(fd);
+    fd = -1;
+    /* The table comes from the parent (rank 0 itself for ranks 1 and 2). */
+    loom_oob_set_entry(oob, (int)parent, hdr + 24);
+    loom_oob_start(oob, *comm_id);
+    void *table = NULL;
+    size_t tlen = 0;
+    res = loom_oob_lookup(oob, (int)parent, LOOM_OOB_TAG_TABLE);
+    double left = deadline - loom_now();
+    if (res == LOOM_SUCCESS)
+        res = loom_oob_recv(oob, LOOM_OOB_TAG_TABLE, (int)parent, left > 1 ? left : 1,
+                            NULL, &table, &tlen);
+    if (res < 0) {
+        char d[256];
+        snprintf(err, errlen, "bootstrap: rank %d did not get the job's table from "
+                 "its parent %s: %s", p->rank, describe(p, (int)parent, d, sizeof d),
+                 loom_oob_error(oob));
+        goto out;
+    }
+    if (tlen != (size_t)p->nranks * LOOM_OOB_ENTRY_LEN ||
+        memcmp((uint8_t *)table + (size_t)p->rank * LOOM_OOB_ENTRY_LEN, entry,
+               LOOM_OOB_ENTRY_LEN) != 0) {
+        snprintf(err, errlen, "bootstrap: rank %d got a table of %zu bytes from rank "
+                 "%u that does not hold its own entry", p->rank, tlen, parent);
+        free(table);
+        res = LOOM_ERROR_PROTOCOL;
+        goto out;
+    }
+    loom_oob_set_table(oob, table);
+    res = loom_oob_publish(oob, LOOM_OOB_TAG_TABLE, table, tlen);
+    free(table);
+    if (res == LOOM_SUCCESS)
+        res = tree_ack(p, oob, deadline, err, errlen);
+out:
+    if (fd >= 0)
+        close(fd);
     return res;
 }
 
-loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
-                                      const void *my_ep, size_t ep_len,
-                                      void *all_eps, size_t ep_stride,
-                                      uint64_t *comm_id, char *err, size_t errlen)
+loom_result_t loom_bootstrap(const struct loom_boot_params *p, struct loom_oob *oob,
+                             const uint8_t *entry, uint64_t *comm_id,
+                             struct loom_boot_stats *stats, char *err, size_t errlen)
 {
     char dummy[8];
     if (!err || errlen == 0) {
@@ -690,7 +784,8 @@ loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
         errlen = sizeof dummy;
     }
     err[0] = '\0';
-    if (!p || !all_eps || !comm_id || (ep_len && !my_ep)) {
+    memset(&boot_count, 0, sizeof boot_count);
+    if (!p || !oob || !entry || !comm_id) {
         snprintf(err, errlen, "bootstrap: missing argument");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
@@ -698,12 +793,6 @@ loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
         p->rank >= p->nranks) {
         snprintf(err, errlen, "bootstrap: rank %d of %d ranks is out of range",
                  p->rank, p->nranks);
-        return LOOM_ERROR_INVALID_ARGUMENT;
-    }
-    if (ep_len > LOOM_EP_MAX || ep_len > ep_stride) {
-        snprintf(err, errlen, "bootstrap: endpoint of %zu bytes exceeds the limit "
-                 "of %zu", ep_len, ep_stride < LOOM_EP_MAX ? ep_stride
-                                                            : (size_t)LOOM_EP_MAX);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     /* The key is checked at every creation, one rank or many, so a bad key
@@ -721,27 +810,31 @@ loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
     } else {
         loom_auth_key_clear(&own);
     }
-    memset(all_eps, 0, (size_t)p->nranks * ep_stride);
-    memcpy((uint8_t *)all_eps + (size_t)p->rank * ep_stride, my_ep, ep_len);
+    double start = loom_now();
+    loom_result_t res;
     if (p->nranks == 1) {
-        loom_auth_key_clear(&own);
         *comm_id = new_comm_id();
-        return LOOM_SUCCESS;
-    }
-    if (!p->root_host || p->root_port <= 0 || p->root_port > 65535) {
-        loom_auth_key_clear(&own);
+        loom_oob_set_table(oob, entry);
+        res = loom_oob_start(oob, *comm_id);
+    } else if (!p->root_host || p->root_port <= 0 || p->root_port > 65535) {
         snprintf(err, errlen, "bootstrap: rank 0's address %s:%d is not valid",
                  p->root_host ? p->root_host : "(none)", p->root_port);
-        return LOOM_ERROR_INVALID_ARGUMENT;
+        res = LOOM_ERROR_INVALID_ARGUMENT;
+    } else if (p->rank == 0) {
+        res = root_exchange(p, key, oob, entry, comm_id, err, errlen);
+    } else {
+        res = peer_exchange(p, key, oob, entry, comm_id, err, errlen);
     }
-    loom_result_t res;
-    if (p->rank == 0)
-        res = root_exchange(p, key, all_eps, ep_stride, comm_id, err, errlen);
-    else
-        res = peer_exchange(p, key, my_ep, ep_len, all_eps, ep_stride, comm_id,
-                            err, errlen);
-    if (res < 0)
-        LOOM_WARN(LOOM_SUB_BOOT, "%s", err);
     loom_auth_key_clear(&own);
+    if (stats) {
+        uint64_t os = 0, orr = 0;
+        loom_oob_counters(oob, &os, &orr);
+        *stats = boot_count;
+        stats->sent += os;
+        stats->received += orr;
+        stats->seconds = loom_now() - start;
+    }
+    if (res < 0)
+        LOOM_INFO(LOOM_SUB_BOOT, "%s", err);
     return res;
 }

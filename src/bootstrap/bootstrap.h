@@ -1,15 +1,20 @@
-/* bootstrap.h - rendezvous: every rank learns every rank's endpoint.
+/* bootstrap.h - rendezvous: every rank learns every rank's out-of-band
+ * entry (its address and host), and the job gets an id.
  *
- * Rank 0 listens on (root_host, root_port). Every other rank connects,
- * retrying refused connections with backoff until the timeout, and sends its
- * rank, the job's nranks, the rank table hash and its endpoint blob, signed
- * with the job key when there is one (boot_wire.h). Rank 0 checks the key,
- * then the rest (a rank whose hash or nranks differs is refused, by name, on
- * both sides; rank 0 keeps waiting and names it again if it times out; a
- * connection with a wrong key or that is not a Loom hello is logged and
- * dropped), and when all have arrived answers everyone with all endpoints
- * and a communicator id. On timeout rank 0's error names every missing rank
- * (through describe); the others' error names the root. */
+ * Rank 0's out-of-band service listens on (root_host, root_port). Every other
+ * rank connects there, retrying refused connections with backoff until the
+ * timeout, and sends its rank, the job's nranks, the rank table hash and its
+ * entry, signed with the job key when there is one (boot_wire.h). Rank 0
+ * checks the key, then the rest: a rank of this job whose hash or nranks
+ * differs (or a rank number out of range) makes rank 0 refuse every rank, by
+ * name, and every rank fails at once; a connection with a wrong key or that
+ * is not a Loom hello is logged and dropped. While ranks are missing, rank 0
+ * names them every few seconds; at the timeout its error names every
+ * missing rank (through describe); the others' error names the root. Once
+ * all have arrived rank 0 answers each with the job id and its parent in a
+ * binary tree; each rank takes the table of all entries from its parent
+ * through the out-of-band service and serves it to its children: rank 0
+ * sends and receives O(N) bytes in all. */
 #ifndef LOOM_BOOTSTRAP_H
 #define LOOM_BOOTSTRAP_H
 
@@ -18,6 +23,7 @@
 #include "loom.h"
 
 struct loom_auth_key;
+struct loom_oob;
 
 struct loom_boot_params {
     size_t struct_size;
@@ -27,22 +33,31 @@ struct loom_boot_params {
     int root_port;
     uint64_t table_hash;         /* 0 when no rank table                    */
     double timeout;              /* seconds                                 */
-    int wake_fd;                 /* readable = give up (abort); -1 none     */
     const char *(*describe)(void *ctx, int rank);  /* may be NULL */
     void *describe_ctx;
     /* The job key every connection proves (auth.h); NULL: read it from
      * LOOM_JOB_KEY / LOOM_JOB_KEY_FILE (an unreadable file is an error). */
     const struct loom_auth_key *key;
+    double report_first;         /* seconds before rank 0 names missing ranks (0: 3) */
+    double report_every;         /* and then every so often (0: 5)          */
 };
 
-/* my_ep: ep_len bytes (<= LOOM_EP_MAX). all_eps: nranks * ep_stride bytes,
- * filled with rank r's blob at r * ep_stride. *comm_id: the same on every
- * rank, new for every rendezvous. err: the full message on failure. */
-loom_result_t loom_bootstrap_exchange(const struct loom_boot_params *p,
-                                      const void *my_ep, size_t ep_len,
-                                      void *all_eps, size_t ep_stride,
-                                      uint64_t *comm_id, char *err,
-                                      size_t errlen);
+/* What this rank's bootstrap moved: bytes on its bootstrap socket and
+ * through its out-of-band service, and how long it took. */
+struct loom_boot_stats {
+    uint64_t sent, received;
+    double seconds;
+};
+
+/* oob: this rank's out-of-band service (loom_oob_open; rank 0's listens at
+ * root_port), entry: what loom_oob_open wrote. On success the service knows
+ * every rank's entry and serves the table, and *comm_id is the same on
+ * every rank, new for every rendezvous. Aborting the service (loom_oob_abort)
+ * makes it return LOOM_ERROR_ABORTED. err: the full message on failure. */
+loom_result_t loom_bootstrap(const struct loom_boot_params *p, struct loom_oob *oob,
+                             const uint8_t *entry, uint64_t *comm_id,
+                             struct loom_boot_stats *stats, char *err,
+                             size_t errlen);
 
 /* The local address (numeric) this host would use to reach host:port
  * (connect a UDP socket, nothing is sent; getsockname), or, when ifname_spec

@@ -7,7 +7,9 @@ libloom_core_la_SOURCES += \
 	src/bootstrap/boot_wire.h \
 	src/bootstrap/boot_wire.c \
 	src/bootstrap/netaddr.c \
-	src/bootstrap/uniqueid.c
+	src/bootstrap/uniqueid.c \
+	src/bootstrap/oob.h \
+	src/bootstrap/oob.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_bootstrap tests/unit/check_auth

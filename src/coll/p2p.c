@@ -36,8 +36,7 @@ static loom_result_t mismatch_failed(struct loom_waiter *w)
     struct loom_tx_mismatch *m = &comm->tx->mismatch;
     char mine[160], theirs[160];
     describe_op(w->op, mine, sizeof mine);
-    /* the tag holds the low 32 bits of the peer's sequence number */
-    uint64_t seq = (w->op->seq & ~0xffffffffull) | m->tag;
+    uint64_t seq = loom_op_tag_seq(m->tag, w->op->seq);
     loom_op_format(m->desc, m->count, seq, theirs, sizeof theirs);
     comm->blame = m->peer;
     loom_comm_set_error(comm, LOOM_ERROR_MISMATCH,
@@ -68,13 +67,24 @@ loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
 loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
                             int peer, int is_send, void *buf, size_t len)
 {
-    struct loom_tx *tx = w->comm->tx;
+    struct loom_comm *comm = w->comm;
+    struct loom_tx *tx = comm->tx;
+    if (!comm->peer_used[peer]) {
+        /* connections are made on first use, by the transport */
+        loom_result_t cres = tx->ops->connect(tx, peer);
+        if (cres < 0) {
+            req->peer = peer;
+            req->status = cres;
+            return loom_p2p_req_failed(w, req);
+        }
+        comm->peer_used[peer] = 1;
+    }
     memset(req, 0, sizeof *req);
     req->peer = peer;
     req->is_send = is_send;
     req->buf = buf;
     req->len = len;
-    req->tag = (uint32_t)w->op->seq;
+    req->tag = loom_op_tag(w->op->seq);
     req->desc = loom_op_desc(w->op);
     req->count = w->op->count;
     loom_result_t res = is_send ? tx->ops->isend(tx, req) : tx->ops->irecv(tx, req);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/oob.h"
+#include "transport/net.h"
 #include "coll/coll.h"
 #include "comm.h"
 #include "config.h"
@@ -87,8 +89,9 @@ static void comm_free(struct loom_comm *comm)
     loom_shm_destroy(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
-    if (comm->wake_fd >= 0)
-        close(comm->wake_fd);
+    if (comm->oob)
+        loom_oob_close(comm->oob);
+    free(comm->peer_used);
     if (comm->rank_desc) {
         for (int i = 0; i < comm->nranks; i++)
             free(comm->rank_desc[i]);
@@ -113,14 +116,14 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
         return NULL;
     comm->rank = rank;
     comm->nranks = nranks;
-    comm->wake_fd = -1;
     comm->blame = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
     comm->ring = calloc((size_t)nranks, sizeof *comm->ring);
     comm->rank_desc = calloc((size_t)nranks, sizeof *comm->rank_desc);
-    if (!comm->ring || !comm->rank_desc) {
+    comm->peer_used = calloc((size_t)nranks, 1);
+    if (!comm->ring || !comm->rank_desc || !comm->peer_used) {
         comm_free(comm);
         return NULL;
     }
@@ -160,11 +163,6 @@ static loom_result_t comm_setup(struct loom_comm *comm)
     }
     for (int k = 0; k < LOOM_OP_KIND_COUNT; k++)
         comm->algo_forced[k] = forced[k];
-    comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (comm->wake_fd < 0) {
-        loom_set_thread_error("eventfd: %s", strerror(errno));
-        return LOOM_ERROR_SYSTEM;
-    }
     for (int i = 0; i < comm->nranks; i++)
         if (comm->ring[i] == comm->rank)
             comm->ring_pos = i;
@@ -190,21 +188,16 @@ static uint64_t host_hash(void)
     return h;
 }
 
-/* Which ranks share this host, and whether they outnumber its CPUs. Runs
- * one tiny allgather on the caller's thread before the progress thread. */
+/* Which ranks share this host, and whether they outnumber its CPUs: from
+ * the host hashes every rank gave at bootstrap (no collective). */
 static loom_result_t comm_topology(struct loom_comm *comm)
 {
-    uint64_t mine = host_hash();
     uint64_t *all = calloc((size_t)comm->nranks, sizeof *all);
     if (!all)
         return LOOM_ERROR_NO_MEMORY;
-    loom_result_t res = loom_allgather(&mine, all, 1, LOOM_UINT64, comm, NULL);
-    if (res < 0) {
-        loom_set_thread_error("rank %d: %s", comm->rank, comm->errmsg);
-        free(all);
-        return res;
-    }
-    comm->next_seq = 0; /* the caller's first call is #1 */
+    for (int r = 0; r < comm->nranks; r++)
+        all[r] = loom_oob_host(comm->oob, r);
+    uint64_t mine = all[comm->rank];
     comm->host_of = calloc((size_t)comm->nranks, sizeof *comm->host_of);
     comm->local_ranks = calloc((size_t)comm->nranks, sizeof *comm->local_ranks);
     if (!comm->host_of || !comm->local_ranks) {
@@ -253,7 +246,7 @@ static loom_result_t comm_finish(struct loom_comm *comm)
     return LOOM_SUCCESS;
 }
 
-/* The transport parameters of comm (its rank and size, its wake-up fd). */
+/* The transport parameters of comm. */
 static struct loom_tx_params tx_params(struct loom_comm *comm)
 {
     const struct loom_config *cfg = loom_config();
@@ -263,79 +256,124 @@ static struct loom_tx_params tx_params(struct loom_comm *comm)
         .nranks = comm->nranks,
         .comm_id = comm->comm_id,
         .local_addr = comm->local_addr,
-        .nsocks = cfg->nsocks,
         .connect_timeout = cfg->bootstrap_timeout,
-        .wake_fd = comm->wake_fd,
         .describe = loom_comm_describe,
         .describe_ctx = comm,
         .timeout = cfg->timeout,
-        .sndbuf = cfg->socket_sndbuf,
+        .oob = comm->oob,
     };
 }
 
-/* Open the transport, rendezvous at root, connect everyone, start. */
+/* The transport LOOM_TRANSPORT names, or an error listing what is built
+ * and why a built one cannot run here. */
+static const struct loom_transport *comm_transport(void)
+{
+    const char *name = loom_config()->transport;
+    const struct loom_transport *ops = loom_transport_find(name);
+    char built[128] = "", why[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < LOOM_TRANSPORT_SLOTS; i++)
+        if (loom_transports[i] && off < sizeof built)
+            off += (size_t)snprintf(built + off, sizeof built - off, "%s%s",
+                                    off ? ", " : "", loom_transports[i]->name);
+    if (!ops) {
+        loom_set_thread_error("LOOM_TRANSPORT=%s: this Loom has no such transport "
+                              "(built: %s; see loom-info)", name, built);
+        return NULL;
+    }
+    if (ops->available && ops->available(why, sizeof why) != 0) {
+        loom_set_thread_error("LOOM_TRANSPORT=%s: the %s transport cannot run on this "
+                              "host: %s (built: %s)", name, ops->name, why, built);
+        return NULL;
+    }
+    return ops;
+}
+
+/* Open the out-of-band service, rendezvous at root, open the transport
+ * (connections come on first use), start. Rank 0 listens at root_host:
+ * root_port (on lfd when a unique id holds it), the others at their
+ * local_addr:port (port 0: any). */
 static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
-                                  int root_port)
+                                  int root_port, int port, int lfd)
 {
     const struct loom_config *cfg = loom_config();
+    const struct loom_transport *ops = NULL;
+    if (comm->nranks > 1 && !(ops = comm_transport())) {
+        if (lfd >= 0)
+            close(lfd);
+        return LOOM_ERROR_NOT_SUPPORTED;
+    }
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
+    char err[1024] = "";
     loom_result_t res;
+    if (comm->rank == 0 && lfd >= 0) {
+        res = loom_oob_open_fd(0, comm->nranks, lfd, &comm->oob, entry, err, sizeof err);
+    } else {
+        char addr[64];
+        snprintf(addr, sizeof addr, "%s", comm->local_addr);
+        if (comm->rank == 0 && comm->nranks > 1) {
+            /* rank 0 is where the others look for it */
+            struct sockaddr_storage ss;
+            socklen_t sl;
+            char e[256];
+            if (loom_net_resolve(root_host, root_port, &ss, &sl, e, sizeof e) == 0) {
+                loom_net_format((struct sockaddr *)&ss, addr, sizeof addr);
+                char *colon = strrchr(addr, ':');
+                if (colon)
+                    *colon = '\0';
+                if (addr[0] == '[') {
+                    memmove(addr, addr + 1, strlen(addr));
+                    addr[strlen(addr) - 1] = '\0';
+                }
+            }
+            port = root_port;
+        }
+        res = loom_oob_open(comm->rank, comm->nranks, addr, port, &comm->oob, entry, err,
+                            sizeof err);
+    }
+    if (res < 0) {
+        loom_set_thread_error("rank %d: cannot open its out-of-band service: %s",
+                              comm->rank, err);
+        return res;
+    }
+    loom_put_le64(entry + LOOM_NET_WIRE_ADDR_LEN, host_hash());
+    struct loom_boot_params bp = {
+        .struct_size = sizeof bp,
+        .rank = comm->rank,
+        .nranks = comm->nranks,
+        .root_host = root_host,
+        .root_port = root_port,
+        .table_hash = comm->table_hash,
+        .timeout = cfg->bootstrap_timeout,
+        .describe = loom_comm_describe,
+        .describe_ctx = comm,
+    };
+    struct loom_boot_stats st;
+    res = loom_bootstrap(&bp, comm->oob, entry, &comm->comm_id, &st, err, sizeof err);
+    if (res < 0) {
+        loom_set_thread_error("rank %d: %s", comm->rank, err);
+        return res;
+    }
+    LOOM_INFO(LOOM_SUB_BOOT, "rank %d: bootstrap took %.3f s, sent %llu and received "
+              "%llu bytes", comm->rank, st.seconds, (unsigned long long)st.sent,
+              (unsigned long long)st.received);
     if (comm->nranks > 1) {
-        const struct loom_transport *ops = loom_transport_find(cfg->transport);
-        if (!ops) {
-            loom_set_thread_error("LOOM_TRANSPORT=%s: no such transport is built "
-                                  "into this Loom (see loom-info)",
-                                  cfg->transport);
-            return LOOM_ERROR_NOT_SUPPORTED;
-        }
-        struct loom_tx_params tp = tx_params(comm); /* comm id 0 for now */
-        /* The comm id comes from the rendezvous, after the listener exists;
-         * the transport reads it from tx->params at connect time. */
-        char ep[LOOM_EP_MAX];
-        size_t ep_len = 0;
-        res = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);
+        struct loom_tx_params tp = tx_params(comm);
+        res = loom_tx_open(ops, &tp, &comm->tx);
         if (res < 0) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", loom_thread_error());
             loom_set_thread_error("rank %d: cannot open the %s transport on %s: %s",
-                                  comm->rank, ops->name, comm->local_addr,
-                                  comm->tx ? comm->tx->errmsg : loom_result_string(res));
-            return res;
-        }
-        char *all = calloc((size_t)comm->nranks, LOOM_EP_MAX);
-        if (!all)
-            return LOOM_ERROR_NO_MEMORY;
-        struct loom_boot_params bp = {
-            .struct_size = sizeof bp,
-            .rank = comm->rank,
-            .nranks = comm->nranks,
-            .root_host = root_host,
-            .root_port = root_port,
-            .table_hash = comm->table_hash,
-            .timeout = cfg->bootstrap_timeout,
-            .wake_fd = comm->wake_fd,
-            .describe = loom_comm_describe,
-            .describe_ctx = comm,
-        };
-        char err[1024] = "";
-        res = loom_bootstrap_exchange(&bp, ep, ep_len, all, LOOM_EP_MAX,
-                                      &comm->comm_id, err, sizeof err);
-        if (res < 0) {
-            free(all);
-            loom_set_thread_error("rank %d: bootstrap failed: %s", comm->rank, err);
-            return res;
-        }
-        comm->tx->params.comm_id = comm->comm_id;
-        res = comm->tx->ops->connect_all(comm->tx, all, LOOM_EP_MAX);
-        free(all);
-        if (res < 0) {
-            loom_set_thread_error("rank %d: connecting to peers failed: %s",
-                                  comm->rank, comm->tx->errmsg);
+                                  comm->rank, ops->name, comm->local_addr, why);
             return res;
         }
     }
     res = comm_finish(comm);
     if (res < 0)
         return res;
-    LOOM_INFO(LOOM_SUB_INIT, "communicator ready: rank %d of %d, %s, comm id %016llx",
+    LOOM_INFO(LOOM_SUB_INIT, "communicator ready: rank %d of %d, %s, %s, comm id %016llx",
               comm->rank, comm->nranks, comm->local_addr,
+              comm->tx ? comm->tx->info : "no transport",
               (unsigned long long)comm->comm_id);
     return LOOM_SUCCESS;
 }
@@ -428,10 +466,10 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
     }
     char root_host[64];
     snprintf(root_host, sizeof root_host, "%s", root.address ? root.address : "");
-    int root_port = root.port;
+    int root_port = root.port, my_port = me.port;
     loom_ranktable_free(rt);
     if (res == LOOM_SUCCESS)
-        res = comm_connect(comm, root_host, root_port);
+        res = comm_connect(comm, root_host, root_port, my_port, -1);
     if (res < 0) {
         comm_free(comm);
         return res;
@@ -458,12 +496,15 @@ static int parse_int(const char *s, int *out)
  * id). what names the rendezvous in messages; hash must match on every rank
  * (0 when nothing identifies the job). */
 static loom_result_t comm_init_root(const char *what, const char *host, int port,
-                                    int nranks, int rank, uint64_t hash,
+                                    int nranks, int rank, uint64_t hash, int lfd,
                                     loom_comm_t *out)
 {
     struct loom_comm *comm = comm_alloc(rank, nranks);
-    if (!comm)
+    if (!comm) {
+        if (lfd >= 0)
+            close(lfd);
         return LOOM_ERROR_NO_MEMORY;
+    }
     comm->table_hash = hash;
     loom_result_t res = LOOM_SUCCESS;
     for (int r = 0; r < nranks && res == LOOM_SUCCESS; r++)
@@ -479,8 +520,12 @@ static loom_result_t comm_init_root(const char *what, const char *host, int port
     }
     if (res == LOOM_SUCCESS)
         res = comm_setup(comm);
-    if (res == LOOM_SUCCESS)
-        res = comm_connect(comm, host, port);
+    if (res == LOOM_SUCCESS) {
+        res = comm_connect(comm, host, port, 0, lfd);
+        lfd = -1;
+    }
+    if (lfd >= 0)
+        close(lfd);
     if (res < 0) {
         comm_free(comm);
         return res;
@@ -555,7 +600,7 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
                               nranks - 1, nranks);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    return comm_init_root(url, host, port, nranks, rank, 0, out);
+    return comm_init_root(url, host, port, nranks, rank, 0, -1, out);
 }
 
 LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id)
@@ -595,7 +640,8 @@ LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *out, int nranks,
     }
     snprintf(what, sizeof what, "unique id (root %s:%d)", host, port);
     /* the nonce stands in for a table hash: ranks of another id are refused */
-    return comm_init_root(what, host, port, nranks, rank, nonce, out);
+    int lfd = rank == 0 ? loom_boot_uid_take_listener(port) : -1;
+    return comm_init_root(what, host, port, nranks, rank, nonce, lfd, out);
 }
 
 LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
@@ -638,10 +684,10 @@ LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
     __atomic_store_n(&comm->aborted, 1, __ATOMIC_RELEASE);
     loom_comm_set_error(comm, LOOM_ERROR_ABORTED, "rank %d: aborted by loom_comm_abort",
                         comm->rank);
-    uint64_t one = 1;
-    if (write(comm->wake_fd, &one, sizeof one) < 0) {
-        /* the counter is saturated only after 2^64 aborts: nothing to do */
-    }
+    if (comm->oob)
+        loom_oob_abort(comm->oob);
+    if (comm->tx && comm->tx->ops->wake)
+        comm->tx->ops->wake(comm->tx);
     pthread_mutex_lock(&comm->lock);
     pthread_cond_broadcast(&comm->work_cv);
     pthread_mutex_unlock(&comm->lock);
@@ -757,14 +803,15 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
     int32_t mine[2] = {color, key};
     int32_t *all = calloc((size_t)n, sizeof mine);
     struct split_entry *members = calloc((size_t)n, sizeof *members);
-    char *eps = calloc((size_t)n, LOOM_EP_MAX);
-    char *member_eps = calloc((size_t)n, LOOM_EP_MAX);
+    int *member_ranks = calloc((size_t)n, sizeof *member_ranks);
     struct loom_comm *comm = NULL;
-    if (!all || !members || !eps || !member_eps) {
+    if (!all || !members || !member_ranks) {
         res = LOOM_ERROR_NO_MEMORY;
         goto out;
     }
-    res = loom_allgather(mine, all, 2, LOOM_INT32, parent, NULL);
+    /* the one collective a split costs: everyone's color and key */
+    res = loom_comm_internal(parent, LOOM_OP_ALLGATHER, mine, all, 2, LOOM_INT32,
+                             LOOM_SUM);
     if (res < 0)
         goto out;
     int nm = 0;
@@ -773,68 +820,52 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
             members[nm++] = (struct split_entry){all[2 * r], all[2 * r + 1], r};
     qsort(members, (size_t)nm, sizeof *members, split_cmp);
     int newrank = -1;
-    for (int i = 0; i < nm; i++)
+    for (int i = 0; i < nm; i++) {
+        member_ranks[i] = members[i].rank;
         if (members[i].rank == parent->rank)
             newrank = i;
+    }
     parent->split_count++;
-    if (newrank >= 0) {
-        comm = comm_alloc(newrank, nm);
-        if (!comm) {
+    if (newrank < 0)
+        goto out; /* LOOM_SPLIT_NOCOLOR */
+    comm = comm_alloc(newrank, nm);
+    if (!comm) {
+        res = LOOM_ERROR_NO_MEMORY;
+        goto out;
+    }
+    for (int i = 0; i < nm && res == LOOM_SUCCESS; i++)
+        if (set_desc(comm, i, "rank %d (%s in the parent)", i,
+                     loom_comm_describe(parent, members[i].rank)) < 0)
             res = LOOM_ERROR_NO_MEMORY;
-            goto out;
-        }
-        for (int i = 0; i < nm && res == LOOM_SUCCESS; i++)
-            if (set_desc(comm, i, "rank %d (%s in the parent)", i,
-                         loom_comm_describe(parent, members[i].rank)) < 0)
-                res = LOOM_ERROR_NO_MEMORY;
-        /* keep the parent's ring order among the members */
-        int k = 0;
-        for (int p = 0; p < n; p++)
-            for (int i = 0; i < nm; i++)
-                if (members[i].rank == parent->ring[p])
-                    comm->ring[k++] = i;
-        memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
-        uint64_t h = parent->comm_id;
-        h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
-                       sizeof parent->split_count);
-        h = loom_fnv1a(h, &color, sizeof color);
-        comm->comm_id = h;
-        if (res == LOOM_SUCCESS)
-            res = comm_setup(comm);
-    }
-    /* every rank of the parent takes part in the endpoint exchange */
-    char ep[LOOM_EP_MAX];
-    memset(ep, 0, sizeof ep);
-    loom_result_t lres = res;
-    if (comm && res == LOOM_SUCCESS && nm > 1) {
-        const struct loom_transport *ops = parent->tx ? parent->tx->ops : &loom_tcp_transport;
-        struct loom_tx_params tp = tx_params(comm);
-        size_t ep_len = 0;
-        lres = loom_tx_open(ops, &tp, &comm->tx, ep, &ep_len);
-    }
-    /* a rank that failed locally still joins the exchange, with an empty
-     * endpoint, so that the others do not wait for it forever */
-    res = loom_allgather(ep, eps, LOOM_EP_MAX, LOOM_UINT8, parent, NULL);
-    if (res < 0)
-        goto out;
-    if (lres < 0) {
-        res = lres;
-        goto out;
-    }
-    if (comm) {
+    /* keep the parent's ring order among the members */
+    int k = 0;
+    for (int p = 0; p < n; p++)
         for (int i = 0; i < nm; i++)
-            memcpy(member_eps + (size_t)i * LOOM_EP_MAX,
-                   eps + (size_t)members[i].rank * LOOM_EP_MAX, LOOM_EP_MAX);
-        if (nm > 1) {
-            res = comm->tx->ops->connect_all(comm->tx, member_eps, LOOM_EP_MAX);
-            if (res < 0) {
-                loom_comm_set_error(parent, res, "loom_comm_split: %s", comm->tx->errmsg);
-                goto out;
-            }
-        }
-        res = comm_finish(comm);
+            if (members[i].rank == parent->ring[p])
+                comm->ring[k++] = i;
+    memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
+    uint64_t h = parent->comm_id;
+    h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
+                   sizeof parent->split_count);
+    h = loom_fnv1a(h, &color, sizeof color);
+    comm->comm_id = h;
+    if (res == LOOM_SUCCESS)
+        res = comm_setup(comm);
+    /* its own namespace of the job's out-of-band service: it meets its
+     * members' transports there, on first use */
+    if (res == LOOM_SUCCESS)
+        res = loom_oob_view(parent->oob, member_ranks, nm, newrank, comm->comm_id,
+                            &comm->oob);
+    if (res == LOOM_SUCCESS && nm > 1) {
+        struct loom_tx_params tp = tx_params(comm);
+        res = loom_tx_open(parent->tx ? parent->tx->ops : &loom_tcp_transport, &tp,
+                           &comm->tx);
         if (res < 0)
-            goto out;
+            loom_comm_set_error(parent, res, "loom_comm_split: %s", loom_thread_error());
+    }
+    if (res == LOOM_SUCCESS)
+        res = comm_finish(comm);
+    if (res == LOOM_SUCCESS) {
         *newcomm = comm;
         comm = NULL;
     }
@@ -843,7 +874,6 @@ out:
         comm_free(comm);
     free(all);
     free(members);
-    free(eps);
-    free(member_eps);
+    free(member_ranks);
     return res;
 }

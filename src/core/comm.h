@@ -15,7 +15,8 @@ struct loom_comm {
     int nranks;
     uint64_t comm_id;
     struct loom_tx *tx;           /* NULL when nranks == 1                  */
-    int wake_fd;                  /* eventfd: abort wakes blocked progress  */
+    struct loom_oob *oob;         /* out-of-band view: the job's, or a split's */
+    uint8_t *peer_used;           /* nranks: connect() was called for the peer */
 
     /* ring order: ring[pos] = rank, so that ranks of a server are adjacent */
     int *ring;
@@ -55,6 +56,7 @@ struct loom_comm {
     pthread_t thread;
     int thread_started;
     uint64_t next_seq;
+    uint64_t next_internal;       /* set-up collectives: their own numbers  */
 
     int aborted;                  /* set by abort (atomic access)           */
     int blame;                    /* the peer a failure is blamed on, -1 none */
@@ -87,6 +89,13 @@ const char *loom_comm_describe(void *comm, int rank);
 
 /* Validate, number and run or enqueue an op (the one enqueue path). */
 loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op);
+
+/* The internal service path: a blocking collective for Loom's own set-up
+ * (topology, shared memory, split) that runs in order with the user's calls
+ * but takes no user sequence number (op->internal). */
+loom_result_t loom_comm_internal(struct loom_comm *comm, enum loom_op_kind kind,
+                                 const void *sendbuf, void *recvbuf, uint64_t count,
+                                 loom_dtype_t dtype, loom_redop_t op);
 
 /* Build a communicator from a connected transport (takes ownership). */
 loom_result_t loom_comm_start(struct loom_comm *comm);

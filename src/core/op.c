@@ -28,25 +28,29 @@ void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
     loom_dtype_t dtype = (loom_dtype_t)((desc >> 4) & 0xf);
     loom_redop_t op = (loom_redop_t)((desc >> 8) & 0xf);
     int root = (int)(desc >> 12);
-    unsigned long long c = (unsigned long long)count, q = (unsigned long long)seq;
+    unsigned long long c = (unsigned long long)count;
+    unsigned long long q = (unsigned long long)(seq & ~LOOM_SEQ_INTERNAL);
+    const char *num = seq & LOOM_SEQ_INTERNAL ? " (set-up #" : " #";
+    const char *end = seq & LOOM_SEQ_INTERNAL ? ")" : "";
     switch (kind) {
     case LOOM_OP_BARRIER:
-        snprintf(buf, len, "barrier #%llu", q);
+        snprintf(buf, len, "barrier%s%llu%s", num, q, end);
         break;
     case LOOM_OP_ALLGATHER:
-        snprintf(buf, len, "allgather(%s, %llu) #%llu", loom_dtype_name(dtype), c, q);
+        snprintf(buf, len, "allgather(%s, %llu)%s%llu%s", loom_dtype_name(dtype), c, num,
+                 q, end);
         break;
     case LOOM_OP_BROADCAST:
-        snprintf(buf, len, "broadcast(%s, %llu, root %d) #%llu", loom_dtype_name(dtype),
-                 c, root, q);
+        snprintf(buf, len, "broadcast(%s, %llu, root %d)%s%llu%s", loom_dtype_name(dtype),
+                 c, root, num, q, end);
         break;
     case LOOM_OP_REDUCE:
-        snprintf(buf, len, "reduce(%s, %llu, %s, root %d) #%llu", loom_dtype_name(dtype),
-                 c, loom_redop_name(op), root, q);
+        snprintf(buf, len, "reduce(%s, %llu, %s, root %d)%s%llu%s", loom_dtype_name(dtype),
+                 c, loom_redop_name(op), root, num, q, end);
         break;
     default:
-        snprintf(buf, len, "%s(%s, %llu, %s) #%llu", loom_op_kind_name(kind),
-                 loom_dtype_name(dtype), c, loom_redop_name(op), q);
+        snprintf(buf, len, "%s(%s, %llu, %s)%s%llu%s", loom_op_kind_name(kind),
+                 loom_dtype_name(dtype), c, loom_redop_name(op), num, q, end);
         break;
     }
 }

@@ -40,7 +40,9 @@ struct loom_op {
     loom_dtype_t dtype;
     loom_redop_t op;
     int root;
-    uint64_t seq;           /* per communicator, from 1                      */
+    uint64_t seq;           /* per communicator, from 1; internal ones have
+                               LOOM_SEQ_INTERNAL set and count apart         */
+    int internal;           /* Loom's own set-up call (loom_comm_internal)   */
     enum loom_mem_type mem; /* of sendbuf/recvbuf as the algorithm sees them */
     /* stream bookkeeping (stream == NULL: blocking caller) */
     struct loom_stream *stream;
@@ -52,6 +54,25 @@ struct loom_op {
     loom_result_t result;
     struct loom_op *next;
 };
+
+/* Sequence numbers of Loom's own set-up calls (never shown as a user's #n). */
+#define LOOM_SEQ_INTERNAL (1ull << 63)
+
+/* The tag a call's messages carry: the low 31 bits of its number, and bit
+ * 31 for internal calls, so that an internal call never matches a user's. */
+static inline uint32_t loom_op_tag(uint64_t seq)
+{
+    return (uint32_t)(seq & 0x7fffffffu) | ((seq & LOOM_SEQ_INTERNAL) ? 0x80000000u : 0);
+}
+
+/* The sequence number a tag came from, for a peer in the same numbering
+ * as a call of ours numbered seq (the nearest one with those low bits). */
+static inline uint64_t loom_op_tag_seq(uint32_t tag, uint64_t seq)
+{
+    uint64_t base = (tag & 0x80000000u) ? LOOM_SEQ_INTERNAL : 0;
+    uint64_t hi = seq & ~LOOM_SEQ_INTERNAL & ~(uint64_t)0x7fffffffu;
+    return base | hi | (tag & 0x7fffffffu);
+}
 
 /* "allreduce", "broadcast", ... ("unknown" out of range). */
 const char *loom_op_kind_name(enum loom_op_kind kind);
@@ -65,7 +86,8 @@ static inline uint32_t loom_op_desc(const struct loom_op *op)
            ((uint32_t)op->op & 0xf) << 8 | ((uint32_t)op->root & 0xfffff) << 12;
 }
 
-/* "allreduce(float32, 1024, sum) #17" from a fingerprint. */
+/* "allreduce(float32, 1024, sum) #17" from a fingerprint ("... (set-up #2)"
+ * for an internal call). */
 void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
                     size_t len);
 /* The same for an op. */

@@ -135,7 +135,7 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
         pthread_mutex_unlock(&comm->lock);
         return err;
     }
-    op->seq = ++comm->next_seq;
+    op->seq = op->internal ? LOOM_SEQ_INTERNAL | ++comm->next_internal : ++comm->next_seq;
     op->done = 0;
     loom_trace_enqueue(comm, op);
     if (!op->stream) {
@@ -158,14 +158,14 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     }
     struct loom_op *q = malloc(sizeof *q);
     if (!q) {
-        comm->next_seq--;
+        comm->next_seq -= !op->internal;
         pthread_mutex_unlock(&comm->lock);
         return LOOM_ERROR_NO_MEMORY;
     }
     *q = *op;
     loom_result_t res = loom_stream_enqueue(q->stream, q);
     if (res < 0) {
-        comm->next_seq--;
+        comm->next_seq -= !op->internal;
         pthread_mutex_unlock(&comm->lock);
         free(q);
         return res;
@@ -173,4 +173,13 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     append(comm, q);
     pthread_mutex_unlock(&comm->lock);
     return LOOM_SUCCESS;
+}
+
+loom_result_t loom_comm_internal(struct loom_comm *comm, enum loom_op_kind kind,
+                                 const void *sendbuf, void *recvbuf, uint64_t count,
+                                 loom_dtype_t dtype, loom_redop_t redop)
+{
+    struct loom_op op = {.kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                         .count = count, .dtype = dtype, .op = redop, .internal = 1};
+    return loom_comm_submit(comm, &op);
 }

@@ -24,6 +24,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "bootstrap/oob.h"
 #include "config.h"
 #include "shm.h"
 #include "shm_priv.h"
@@ -137,7 +138,8 @@ static int seg_map(struct loom_shm *s, int fd, int init)
 }
 
 /* Can we read each local peer's memory? (yama's ptrace_scope, containers
- * and seccomp may say no; then the two-copy path is used.) */
+ * and seccomp may say no; then the two-copy path is used.) all[k] is local
+ * rank k's hello. */
 static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
 {
     for (int k = 0; k < s->n; k++) {
@@ -145,7 +147,7 @@ static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
             continue;
         uint64_t got = 0;
         struct iovec l = {.iov_base = &got, .iov_len = sizeof got};
-        struct iovec r = {.iov_base = (void *)(uintptr_t)all[s->ranks[k]].probe,
+        struct iovec r = {.iov_base = (void *)(uintptr_t)all[k].probe,
                           .iov_len = sizeof got};
         ssize_t n = process_vm_readv(s->pids[k], &l, 1, &r, 1, 0);
         if (n != (ssize_t)sizeof got || got != PROBE_VALUE) {
@@ -157,9 +159,57 @@ static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
     return 1;
 }
 
+/* Gather len bytes from every local rank at the leader and hand the whole
+ * set back to each (through the out-of-band service: nothing touches the
+ * network transport, and ranks of other servers are not involved). */
+static loom_result_t local_allgather(struct loom_comm *comm, struct loom_shm *s,
+                                     uint32_t tag, const void *mine, void *all, size_t len)
+{
+    double timeout = loom_config()->bootstrap_timeout;
+    memcpy((char *)all + (size_t)s->me * len, mine, len);
+    if (s->me != 0) {
+        LOOM_CHECK(loom_oob_send(comm->oob, s->ranks[0], tag, mine, len));
+        void *buf = NULL;
+        size_t got = 0;
+        loom_result_t res = loom_oob_recv(comm->oob, tag, s->ranks[0], timeout, NULL, &buf,
+                                          &got);
+        if (res == LOOM_SUCCESS && got != (size_t)s->n * len)
+            res = LOOM_ERROR_PROTOCOL;
+        if (res == LOOM_SUCCESS)
+            memcpy(all, buf, got);
+        free(buf);
+        if (res < 0)
+            loom_comm_set_error(comm, res, "rank %d: shared-memory set-up: the local "
+                                "leader (rank %d) did not answer: %s", comm->rank,
+                                s->ranks[0], loom_oob_error(comm->oob));
+        return res;
+    }
+    for (int k = 1; k < s->n; k++) {
+        void *buf = NULL;
+        size_t got = 0;
+        loom_result_t res = loom_oob_recv(comm->oob, tag, s->ranks[k], timeout, NULL, &buf,
+                                          &got);
+        if (res == LOOM_SUCCESS && got != len)
+            res = LOOM_ERROR_PROTOCOL;
+        if (res == LOOM_SUCCESS)
+            memcpy((char *)all + (size_t)k * len, buf, len);
+        free(buf);
+        if (res < 0) {
+            loom_comm_set_error(comm, res, "rank %d: shared-memory set-up: %s did not "
+                                "report: %s", comm->rank,
+                                loom_comm_describe(comm, s->ranks[k]),
+                                loom_oob_error(comm->oob));
+            return res;
+        }
+    }
+    for (int k = 1; k < s->n; k++)
+        LOOM_CHECK(loom_oob_send(comm->oob, s->ranks[k], tag, all, (size_t)s->n * len));
+    return LOOM_SUCCESS;
+}
+
 /* One attempt to share a segment: by memfd (method 0) or by name (1).
- * Returns 1 when every rank of the communicator succeeded, 0 when some
- * did not (then nothing is mapped), or an error of comm's collectives. */
+ * Sets *ok_out to 1 when every local rank succeeded (to 0 when some did
+ * not; then nothing is mapped), or returns an error. */
 static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int method,
                              int want, int *ok_out)
 {
@@ -182,7 +232,7 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
         }
         mine.fd = (uint64_t)fd;
     }
-    struct shm_hello *all = calloc((size_t)comm->nranks, sizeof *all);
+    struct shm_hello *all = calloc((size_t)s->n, sizeof *all);
     if (!all) {
         if (fd >= 0)
             close(fd);
@@ -190,12 +240,13 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
             shm_unlink(name);
         return LOOM_ERROR_NO_MEMORY;
     }
-    loom_result_t res = loom_allgather(&mine, all, sizeof mine / 8, LOOM_UINT64, comm, NULL);
+    loom_result_t res = local_allgather(comm, s, LOOM_OOB_TAG_SHM_HELLO + (uint32_t)method,
+                                        &mine, all, sizeof mine);
     if (res < 0)
         goto out;
     for (int k = 0; k < s->n; k++)
-        s->pids[k] = (pid_t)all[s->ranks[k]].pid;
-    const struct shm_hello *lead = &all[s->ranks[0]];
+        s->pids[k] = (pid_t)all[k].pid;
+    const struct shm_hello *lead = &all[0];
     if (!leader && ok) {
         if (lead->fd == (uint64_t)-1) {
             ok = 0;
@@ -219,11 +270,27 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
         if (k != s->me && loom_shm_pid_gone(s->pids[k]))
             ok = 0;
     int cma = ok && !loom_shm_test_no_cma && probe_cma(s, all);
-    int32_t flags[2] = {ok, cma}, agreed[2];
-    res = loom_allreduce(flags, agreed, 2, LOOM_INT32, LOOM_MIN, comm, NULL);
+    int32_t flags[2] = {ok, cma};
+    int32_t *each = calloc((size_t)s->n, sizeof flags);
+    if (!each) {
+        res = LOOM_ERROR_NO_MEMORY;
+        goto out;
+    }
+    res = local_allgather(comm, s, LOOM_OOB_TAG_SHM_AGREE + (uint32_t)method, flags, each,
+                          sizeof flags);
+    for (int k = 0; res == LOOM_SUCCESS && k < s->n; k++) {
+        flags[0] = flags[0] < each[2 * k] ? flags[0] : each[2 * k];
+        flags[1] = flags[1] < each[2 * k + 1] ? flags[1] : each[2 * k + 1];
+    }
+    free(each);
+    /* several servers: all of them must agree (hierarchical algorithms
+     * span them) */
+    if (res == LOOM_SUCCESS && s->ngroups > 1)
+        res = loom_comm_internal(comm, LOOM_OP_ALLREDUCE, flags, flags, 2, LOOM_INT32,
+                                 LOOM_MIN);
     if (res == LOOM_SUCCESS) {
-        *ok_out = agreed[0];
-        s->cma = agreed[1];
+        *ok_out = flags[0];
+        s->cma = flags[1];
     }
 out:
     if (method == 1 && leader && fd >= 0)
@@ -327,7 +394,6 @@ loom_result_t loom_shm_setup(struct loom_comm *comm)
         res = loom_comm_split(comm, s->me, s->group, &s->sub);
         shm_suppress = 0;
     }
-    comm->next_seq = 0; /* the caller's first call is #1 */
     if (res < 0 || !ok) {
         if (!want)
             LOOM_INFO(LOOM_SUB_INIT, "rank %d: shared memory off (LOOM_SHM=0)", comm->rank);

@@ -25,3 +25,12 @@ tests_unit_check_tcp_SOURCES = tests/unit/check_tcp.c tests/unit/mp_util.h
 tests_unit_check_tcp_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_tcp_LDADD = $(TEST_LIBS)
 endif
+
+# The transport contract, over every transport in the registry.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_transport
+TESTS += tests/unit/check_transport
+tests_unit_check_transport_SOURCES = tests/unit/check_transport.c tests/unit/mp_util.h
+tests_unit_check_transport_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_transport_LDADD = $(TEST_LIBS)
+endif

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <netinet/in.h>
@@ -34,6 +35,9 @@
 #include "log.h"
 #include "transport/tcp_check.h"
 #include "transport/tcp_priv.h"
+#include "auth.h"
+#include "bootstrap/oob.h"
+#include "config.h"
 
 /* Frames gathered into one sendmsg/recvmsg. */
 #define TCP_BATCH 8
@@ -162,17 +166,17 @@ static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
         }
         if (sk->fd >= 0)
             close(sk->fd); /* also leaves the epoll set */
-        sk->fd = -1;
+        if (sk->hs_fd >= 0)
+            close(sk->hs_fd);
+        sk->fd = sk->hs_fd = -1;
         sk->ep_mask = 0;
         sk->cache_off = sk->cache_len = 0;
     }
 }
 
 /* A link broke: fail peer r, log it, and have progress report it. */
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *fmt, ...)
+void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
+                        const char *fmt, ...)
 {
     struct tcp_priv *tp = tx->priv;
     if (tp->peers[r].failed)
@@ -202,7 +206,7 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
         tp->peers[r].bye = 1;
         if (!expected_data)
             return 1;
-        fail_peer(tx, r, LOOM_ERROR_REMOTE,
+        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
                   "has left (it destroyed its communicator) while this rank "
                   "still expected a message from it");
         return 0;
@@ -215,7 +219,7 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
             tx->mismatch = (struct loom_tx_mismatch){
                 .valid = 1, .peer = r, .tag = (uint32_t)f->seq, .desc = f->desc,
                 .count = f->count};
-            fail_peer(tx, r, LOOM_ERROR_MISMATCH,
+            loom_tcp_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
                       "is in another collective call (it stopped in call #%llu)",
                       (unsigned long long)f->seq);
             return 0;
@@ -226,25 +230,25 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
                                   ? "this rank"
                                   : loom_tcp_describe(tx, culprit, d, sizeof d);
             if (code == LOOM_ERROR_MISMATCH)
-                fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
                           "stopped in call #%llu: it and %s are in different "
                           "collective calls", q, who);
             else if (code == LOOM_ERROR_TIMEOUT)
-                fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
                           "stopped in call #%llu: it timed out waiting for %s", q, who);
             else
-                fail_peer(tx, r, LOOM_ERROR_REMOTE,
+                loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
                           "stopped in call #%llu after losing %s (%s)", q, who,
                           loom_result_string(code));
             if (culprit != tx->params.rank)
                 tp->blame = culprit + 1; /* pass the original cause on */
         } else {
-            fail_peer(tx, r, LOOM_ERROR_REMOTE, "failed in call #%llu (%s)", q,
+            loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "failed in call #%llu (%s)", q,
                       loom_result_string(code));
         }
         return 0;
     }
-    fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "sent an unknown control frame %u", f->tag);
+    loom_tcp_fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "sent an unknown control frame %u", f->tag);
     return 0;
 }
 
@@ -367,10 +371,10 @@ static void fail_errno(struct loom_tx *tx, int r, int err)
     if (control_pending(tx, r))
         return;
     if (err == ECONNRESET || err == EPIPE)
-        fail_peer(tx, r, LOOM_ERROR_REMOTE, "reset the connection (%s)",
+        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "reset the connection (%s)",
                   strerror(err));
     else
-        fail_peer(tx, r, LOOM_ERROR_REMOTE, "link failed: %s", strerror(err));
+        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "link failed: %s", strerror(err));
 }
 
 /* Fill iov with the unmoved parts of up to TCP_BATCH queued ops; *nops
@@ -470,10 +474,10 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
         tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = sk->peer,
                                                  .tag = f.tag, .desc = f.desc,
                                                  .count = f.count};
-        fail_peer(tx, sk->peer, LOOM_ERROR_MISMATCH, "%s", why);
+        loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_MISMATCH, "%s", why);
         return -1;
     default:
-        fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", why);
+        loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", why);
         return -1;
     }
 }
@@ -554,7 +558,7 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
         }
         if (n == 0) {
             if (!control_pending(tx, sk->peer))
-                fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
                           "closed the connection without a goodbye (it exited or "
                           "crashed)");
             break;
@@ -624,10 +628,9 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     req->status = LOOM_SUCCESS;
     req->done = 0;
     struct tcp_peer *peer = &tp->peers[r];
-    if (peer->failed || !tp->connected) {
-        loom_result_t res = peer->failed ? peer->failed : LOOM_ERROR_INVALID_ARGUMENT;
-        snprintf(tx->errmsg, sizeof tx->errmsg, "%s",
-                 peer->failmsg ? peer->failmsg : "tcp: not connected");
+    if (peer->failed) {
+        loom_result_t res = peer->failed;
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s", peer->failmsg ? peer->failmsg : "");
         req_finish(req, res);
         return res;
     }
@@ -645,6 +648,15 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     }
     struct tcp_op *ops[LOOM_TCP_MAX_SOCKS];
     for (size_t s = 0; s < nstripes; s++) {
+        int si = loom_tcp_msg_sock(from, to, req->len, (int)s);
+        if (peer->socks[si].cstate != TCP_CS_UP) {
+            loom_result_t cr = loom_tcp_want_sock(tx, r, si);
+            if (cr < 0) {
+                while (s--)
+                    op_put(tp, ops[s]);
+                return cr;
+            }
+        }
         ops[s] = op_get(tp);
         if (!ops[s] ||
             activate(tx, &peer->socks[loom_tcp_msg_sock(from, to, req->len, (int)s)]) != LOOM_SUCCESS) {
@@ -683,42 +695,15 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     return LOOM_SUCCESS;
 }
 
-/* Connect, then watch every idle link for a hang-up, and let the kernel
- * probe idle links (keepalive) so that a lost host is noticed within about
- * LOOM_TIMEOUT even between calls. */
-static loom_result_t tcp_connect(struct loom_tx *tx, const void *eps, size_t stride)
+/* Connect on first use: socket 0 now, lanes when a long message needs one. */
+static loom_result_t tcp_connect(struct loom_tx *tx, int peer)
 {
-    loom_result_t res = loom_tcp_connect_all(tx, eps, stride);
-    if (res < 0)
-        return res;
-    struct tcp_priv *tp = tx->priv;
-    int idle = 0, intvl = 0, cnt = 4;
-    if (tx->params.struct_size >= offsetof(struct loom_tx_params, timeout) + sizeof(double) &&
-        tx->params.timeout > 0) {
-        idle = (int)(tx->params.timeout / 2);
-        intvl = (int)(tx->params.timeout / 8);
-        idle = idle < 1 ? 1 : idle;
-        intvl = intvl < 1 ? 1 : intvl;
+    if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: cannot connect to rank %d of %d",
+                 peer, tx->params.nranks);
+        return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    for (int r = 0; r < tx->params.nranks; r++) {
-        if (r == tx->params.rank)
-            continue;
-        for (int s = 0; s < tp->nsocks; s++) {
-            struct tcp_sock *sk = &tp->peers[r].socks[s];
-            if (sk->fd < 0)
-                continue;
-            if (idle) {
-                int one = 1;
-                setsockopt(sk->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-                setsockopt(sk->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-                setsockopt(sk->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-                setsockopt(sk->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-            }
-            if (!sk->active)
-                set_interest(tp, sk, EPOLLIN | EPOLLRDHUP);
-        }
-    }
-    return LOOM_SUCCESS;
+    return loom_tcp_want_sock(tx, peer, 0);
 }
 
 static loom_result_t tcp_isend(struct loom_tx *tx, struct loom_tx_req *req)
@@ -764,7 +749,7 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
         if (peer->bye)
             stop_watching(tp, sk);
         else if (!control_pending(tx, sk->peer))
-            fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+            loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
                       "closed the connection without a goodbye (it exited or crashed)");
         return;
     }
@@ -794,22 +779,31 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
 static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
 {
     struct tcp_priv *tp = tx->priv;
+    loom_tcp_conn_poll(tx);
     size_t moved = scan_active(tx);
     loom_result_t err = take_pending_err(tx);
     if (err < 0)
         return err;
     if (moved || timeout_us == 0)
         return LOOM_SUCCESS;
-    if (tp->nactive == 0 && tx->params.wake_fd < 0 && !tp->connected)
-        return LOOM_SUCCESS; /* nothing could ever wake us */
 
     for (int i = 0; i < tp->nactive; i++) {
         struct tcp_sock *sk = tp->active[i];
+        if (sk->cstate != TCP_CS_UP)
+            continue;
         set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
                                  (sk->recvq.head ? EPOLLIN : 0u) | EPOLLRDHUP);
         set_lowat(sk);
     }
     int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
+    double next = loom_tcp_conn_next(tx);
+    if (next > 0) {
+        int until = (int)((next - loom_now()) * 1000.0) + 1;
+        if (until < 1)
+            until = 1;
+        if (ms < 0 || until < ms)
+            ms = until;
+    }
     struct epoll_event evs[64];
     int n = epoll_wait(tp->epfd, evs, 64, ms);
     if (n < 0 && errno != EINTR) {
@@ -818,15 +812,44 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         return LOOM_ERROR_SYSTEM;
     }
     for (int i = 0; i < n; i++) {
+        int kind = *(int *)evs[i].data.ptr;
+        if (kind == TCP_EV_WAKE) {
+            uint64_t v;
+            if (read(tp->wake_fd, &v, sizeof v) < 0) {
+                /* drained by an earlier pass */
+            }
+            continue;
+        }
+        if (kind == TCP_EV_IN) {
+            loom_tcp_conn_event(tx, evs[i].data.ptr, evs[i].events);
+            continue;
+        }
         struct tcp_sock *sk = evs[i].data.ptr;
-        if (!sk)
-            return LOOM_SUCCESS; /* wake fd: the owner reads it */
+        if (sk->cstate != TCP_CS_UP) {
+            loom_tcp_conn_event(tx, sk, evs[i].events);
+            continue;
+        }
         if (sk->active || sk->fd < 0)
             continue;
         idle_event(tx, sk, evs[i].events);
     }
+    loom_tcp_conn_poll(tx);
     scan_active(tx);
     return take_pending_err(tx);
+}
+
+static void tcp_wake(struct loom_tx *tx)
+{
+    struct tcp_priv *tp = tx->priv;
+    uint64_t one = 1;
+    if (tp->wake_fd >= 0 && write(tp->wake_fd, &one, sizeof one) < 0) {
+        /* saturated: a wake-up is pending anyway */
+    }
+}
+
+static void tcp_oob_notify(void *ctx)
+{
+    tcp_wake(ctx);
 }
 
 static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
@@ -882,7 +905,9 @@ static void tcp_finalize(struct loom_tx *tx)
     struct tcp_priv *tp = tx->priv;
     if (!tp)
         return;
-    if (tp->peers && tp->connected)
+    if (tp->oob)
+        loom_oob_set_notify(tp->oob, NULL, NULL);
+    if (tp->peers)
         for (int r = 0; r < tx->params.nranks; r++)
             if (r != tx->params.rank && !tp->peers[r].failed)
                 send_control(tx, r, LOOM_TCP_CTL_BYE, 0, 0, 0, 0);
@@ -895,6 +920,15 @@ static void tcp_finalize(struct loom_tx *tx)
     if (tp->epfd >= 0)
         close(tp->epfd);
     tp->epfd = -1;
+    if (tp->wake_fd >= 0)
+        close(tp->wake_fd);
+    tp->wake_fd = -1;
+    if (tp->key)
+        loom_auth_key_clear(tp->key);
+    free(tp->key);
+    tp->key = NULL;
+    free(tp->pending);
+    tp->pending = NULL;
     /* Ops still queued belong to requests the caller abandoned. */
     if (tp->peers) {
         for (int r = 0; r < tx->params.nranks; r++) {
@@ -923,30 +957,115 @@ static void tcp_finalize(struct loom_tx *tx)
     tp->nactive = tp->active_cap = 0;
 }
 
+/* Set up an instance: an epoll set and a wake-up eventfd; sockets come on
+ * first use (tcp_conn.c). Knobs: LOOM_NSOCKS lanes each way, LOOM_SOCKET_SNDBUF. */
+static loom_result_t tcp_init(struct loom_tx *tx)
+{
+    struct tcp_priv *tp = tx->priv;
+    const struct loom_tx_params *p = &tx->params;
+    const struct loom_config *cfg = loom_config();
+    tp->epfd = tp->wake_fd = -1;
+    tp->wake_kind = TCP_EV_WAKE;
+    tp->oob = p->oob;
+    if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || (p->nranks > 1 && !p->oob)) {
+        snprintf(tx->errmsg, sizeof tx->errmsg,
+                 "tcp: rank %d of %d ranks (out-of-band service %s) cannot be set up",
+                 p->rank, p->nranks, p->oob ? "given" : "missing");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (cfg->nsocks < 1 || cfg->nsocks > LOOM_TCP_MAX_SOCKS / 2) {
+        snprintf(tx->errmsg, sizeof tx->errmsg,
+                 "tcp: %d sockets per peer and direction is not in 1..%d",
+                 cfg->nsocks, LOOM_TCP_MAX_SOCKS / 2);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    tp->nsocks = 2 * cfg->nsocks; /* LOOM_NSOCKS lanes each way */
+    tp->sndbuf = cfg->socket_sndbuf;
+    tp->key = calloc(1, sizeof *tp->key);
+    if (!tp->key)
+        return LOOM_ERROR_NO_MEMORY;
+    char kerr[400] = "";
+    loom_result_t res = loom_auth_key_from_config(tp->key, kerr, sizeof kerr);
+    if (res < 0) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: rank %d: %s", p->rank, kerr);
+        return res;
+    }
+    tp->peers = calloc((size_t)p->nranks, sizeof *tp->peers);
+    if (!tp->peers) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: out of memory for %d peers",
+                 p->nranks);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    for (int r = 0; r < p->nranks; r++) {
+        struct tcp_peer *peer = &tp->peers[r];
+        if (r == p->rank)
+            continue;
+        peer->socks = calloc((size_t)tp->nsocks, sizeof *peer->socks);
+        if (!peer->socks) {
+            snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: out of memory");
+            return LOOM_ERROR_NO_MEMORY;
+        }
+        for (int k = 0; k < tp->nsocks; k++) {
+            peer->socks[k].evkind = TCP_EV_SOCK;
+            peer->socks[k].fd = -1;
+            peer->socks[k].hs_fd = -1;
+            peer->socks[k].peer = r;
+            peer->socks[k].index = k;
+        }
+    }
+    tp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    tp->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (tp->epfd < 0 || tp->wake_fd < 0) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: epoll/eventfd: %s", strerror(errno));
+        return LOOM_ERROR_SYSTEM;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tp->wake_kind};
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, tp->wake_fd, &ev) < 0) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: epoll_ctl: %s", strerror(errno));
+        return LOOM_ERROR_SYSTEM;
+    }
+    if (tp->oob)
+        loom_oob_set_notify(tp->oob, tcp_oob_notify, tx);
+    snprintf(tx->info, sizeof tx->info, "tcp (%d socket%s per peer)", tp->nsocks,
+             tp->nsocks == 1 ? "" : "s");
+    LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d ready; sockets are made on first use, %d per "
+              "peer at most", p->rank, tp->nsocks);
+    return LOOM_SUCCESS;
+}
+
 const struct loom_transport loom_tcp_transport = {
     .struct_size = sizeof(struct loom_transport),
     .name = "tcp",
     .priv_size = sizeof(struct tcp_priv),
-    /* Listen on params.local_addr, port 0; ep = wire address + nonce
-     * (LOOM_TCP_EP_LEN bytes). Never blocks. */
-    .init = loom_tcp_init,
-    /* Full mesh, params.nsocks sockets per peer; lower ranks accept, higher
-     * ranks connect, retrying refusals; bounded by params.connect_timeout
-     * and the wake fd; the timeout error lists every peer not connected.
-     * tx->params.comm_id must by now hold the id the bootstrap returned
-     * (init ran before it, to produce the endpoint). */
-    .connect_all = tcp_connect,
-    /* Queue the frames; no system call. A peer that failed before fails the
-     * request at once (done=1) and returns its error. */
+    /* Checks every frame's header against the receive (fingerprints); a
+     * dead peer shows as a closed socket; idle links keepalive. */
+    .caps = LOOM_TX_CAP_FINGERPRINT | LOOM_TX_CAP_LIVENESS,
+    .available = NULL,
+    /* An epoll set and a wake-up fd; no socket, no listener (peers reach
+     * this rank through its out-of-band port). Never blocks. */
+    .init = tcp_init,
+    /* Socket 0 to peer now: opened by the higher rank, asked for through the
+     * out-of-band service by the lower. Lanes for long messages come when a
+     * post needs them. Never blocks; a socket not up within connect_timeout
+     * fails the peer, named. */
+    .connect = tcp_connect,
+    /* Queue the frames; no system call (a socket not yet up is asked for).
+     * A peer that failed before fails the request at once (done=1) and
+     * returns its error. */
     .isend = tcp_isend,
     .irecv = tcp_irecv,
-    /* Non-blocking pass over sockets with queued work; only when nothing
-     * moved and timeout_us != 0, epoll_wait for the work's events (or the
-     * wake fd, which is left unread). A failed link fails its requests and
-     * is returned once, with errmsg naming the peer. */
+    /* Non-blocking pass over sockets with queued work and connections being
+     * made; only when nothing moved and timeout_us != 0, epoll_wait for the
+     * work's events, a connection's, or wake(). A failed link fails its
+     * requests and is returned once, with errmsg naming the peer. */
     .progress = tcp_progress,
-    /* Fail every pending request with res; close every socket. */
+    /* Write the instance's eventfd. */
+    .wake = tcp_wake,
+    .mem_reg = NULL,
+    .mem_dereg = NULL,
+    /* Tell live peers why, fail every pending request with res; close every
+     * socket. */
     .shutdown = tcp_shutdown,
-    /* Free everything init and connect_all made. */
+    /* Goodbyes, then free everything. */
     .finalize = tcp_finalize,
 };

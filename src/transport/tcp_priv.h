@@ -1,5 +1,5 @@
 /* tcp_priv.h - the tcp transport's instance state, shared by tcp.c (data
- * path) and tcp_conn.c (listen, connect, hello). */
+ * path) and tcp_conn.c (connections on first use, hello). */
 #ifndef LOOM_TCP_PRIV_H
 #define LOOM_TCP_PRIV_H
 
@@ -11,8 +11,8 @@
 #include "transport/tcp_frame.h"
 #include "transport/transport.h"
 
-/* Endpoint blob: wire address (20 bytes) + instance nonce (8 bytes). */
-#define LOOM_TCP_EP_LEN (LOOM_NET_WIRE_ADDR_LEN + 8)
+struct loom_auth_key;
+
 /* Messages longer than this are striped over all of a direction's sockets. */
 #define LOOM_TCP_STRIPE_MIN (64 * 1024)
 /* Stripe sizes are rounded up to this, so stripes stay page-sized. */
@@ -66,7 +66,24 @@ struct tcp_queue {
     struct tcp_op *head, *tail;
 };
 
+/* What an epoll event's data.ptr points at: each struct starts with this. */
+enum tcp_ev_kind { TCP_EV_WAKE = 1, TCP_EV_SOCK, TCP_EV_IN };
+
+/* Connection states of one socket (tcp_conn.c). The higher rank of a pair
+ * opens every socket between them; the lower one asks it to (through the
+ * out-of-band service) when it needs one first. */
+enum tcp_conn_state {
+    TCP_CS_NONE = 0,    /* not connected, nobody asked                      */
+    TCP_CS_ASKED,       /* lower rank: asked the peer to connect this socket */
+    TCP_CS_WAIT,        /* higher rank: retry after a backoff               */
+    TCP_CS_CONNECTING,  /* connect() in progress                            */
+    TCP_CS_CHALLENGE,   /* preamble sent; reading the acceptor's challenge  */
+    TCP_CS_PROOF,       /* signed hello sent; reading the acceptor's proof  */
+    TCP_CS_UP           /* connected and authenticated                      */
+};
+
 struct tcp_sock {
+    int evkind;            /* TCP_EV_SOCK                                 */
     int fd;
     int peer;
     int index;
@@ -79,6 +96,28 @@ struct tcp_sock {
     size_t cache_off;      /* the stream's next byte is cache[cache_off]  */
     size_t cache_len;      /* bytes there; while > 0 the kernel's data    */
                            /* continues the stream after them             */
+    /* connection (tcp_conn.c) */
+    int cstate;            /* enum tcp_conn_state                         */
+    int hs_fd;             /* the socket while its handshake runs         */
+    int connecting;        /* on tp->pending                              */
+    double first_try, next_try, backoff;
+    int last_errno;
+    size_t hs_got;
+    uint8_t hs_in[40];     /* challenge, then proof                       */
+    uint8_t ca[32], cc[32];
+    uint8_t hello[LOOM_TCP_SIGNED_HELLO_LEN];
+};
+
+/* A socket a higher rank opened to this one, before its hello says who. */
+struct tcp_in {
+    int evkind;            /* TCP_EV_IN                                   */
+    int fd;
+    double deadline;
+    size_t got;
+    char from[LOOM_NET_ADDRSTR_MAX];
+    uint8_t ca[32];
+    uint8_t hello[LOOM_TCP_SIGNED_HELLO_LEN];
+    struct tcp_in *next;
 };
 
 struct tcp_peer {
@@ -94,30 +133,44 @@ struct tcp_peer {
 };
 
 struct tcp_priv {
-    int listen_fd;
     int epfd;
-    int nsocks;
-    uint64_t nonce;
-    struct sockaddr_storage self;
-    socklen_t selflen;
+    int wake_fd;              /* eventfd: wake() writes, progress drains    */
+    int wake_kind;            /* TCP_EV_WAKE: what the wake fd's events point at */
+    int nsocks;               /* sockets per peer: 2 * LOOM_NSOCKS          */
+    size_t sndbuf;            /* LOOM_SOCKET_SNDBUF                         */
+    struct loom_auth_key *key;
+    struct loom_oob *oob;
     struct tcp_peer *peers;   /* nranks entries; own slot unused          */
     struct tcp_sock **active; /* sockets with queued work                 */
     int nactive, active_cap;
+    struct tcp_sock **pending; /* sockets being connected (higher rank)   */
+    int npending, pending_cap;
+    struct tcp_in *ins;       /* sockets whose hello has not arrived      */
+    int nins;
     struct tcp_op *free_ops;
-    int connected;
     loom_result_t pending_err; /* a link failed since progress returned */
     int blame;                /* rank + 1 this rank blames for a failure  */
     int *lingering;           /* sockets half-closed after an abort notice, */
     int nlingering;           /* closed at finalize (so no RST eats it)     */
+    int peers_used;           /* peers with a socket up (for logs, scale)   */
 };
 
-/* "rank 3 (server ..., addr)" from params.describe, else "rank 3 (addr)". */
+/* "rank 3 (server ..., addr)" from params.describe, else "rank 3". */
 const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf,
                               size_t len);
-loom_result_t loom_tcp_init(struct loom_tx *tx, void *ep, size_t *ep_len);
-loom_result_t loom_tcp_connect_all(struct loom_tx *tx, const void *eps,
-                                   size_t ep_stride);
-/* Close every socket and the listener; queues must already be empty. */
+/* tcp_conn.c: make socket s to peer r (connect, or ask the peer to); move
+ * handshakes along after an event on a socket being connected or accepted;
+ * take sockets the out-of-band service handed over and peers' requests;
+ * retries and deadlines. */
+loom_result_t loom_tcp_want_sock(struct loom_tx *tx, int r, int s);
+void loom_tcp_conn_event(struct loom_tx *tx, void *evptr, uint32_t events);
+void loom_tcp_conn_poll(struct loom_tx *tx);
+/* The earliest retry or deadline among sockets being connected (0: none). */
+double loom_tcp_conn_next(struct loom_tx *tx);
+/* Close every socket, handshakes too; queues must already be empty. */
 void loom_tcp_close_sockets(struct loom_tx *tx);
+/* Fail peer r (tcp.c): its requests fail, later posts fail at once. */
+void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -305,7 +305,7 @@ START_TEST(test_boot_wire)
     msg[4] = 1;
     ck_assert_int_eq(loom_boot_hello_head_check(msg, 64, &need, why, sizeof why),
                      LOOM_BOOT_DROP);
-    ck_assert_str_eq(why, "bootstrap protocol version 1, expected 2");
+    ck_assert_str_eq(why, "bootstrap protocol version 1, expected 3");
     memcpy(msg, "GET ", 4);
     ck_assert_int_eq(loom_boot_hello_head_check(msg, 64, &need, why, sizeof why),
                      LOOM_BOOT_DROP);

@@ -1,8 +1,11 @@
 /* check_bootstrap.c - rendezvous through rank 0 over 127.0.0.1, with forked
- * ranks: success for 1, 2 and 5 ranks, table mismatch, missing ranks, no
- * root, late root, strangers, a taken port; local address selection; port
- * bases for jobs outside the ephemeral range; the job
- * key: same key, wrong key, key on one side only, strangers with junk. */
+ * ranks: success for 1, 2, 5 and 13 ranks (every rank learns every entry;
+ * rank 0's bytes grow linearly), table mismatch (every rank fails at once),
+ * missing ranks (named while waiting and at the timeout), no root, late
+ * root, strangers, a taken port, abort; the out-of-band service's messages,
+ * lookups and views; local address selection; port bases for jobs outside
+ * the ephemeral range; the job key: same key, wrong key, key on one side
+ * only, strangers with junk. */
 #include "build_config.h"
 
 #include <check.h>
@@ -18,26 +21,30 @@
 #include "config.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/boot_wire.h"
-#include "transport/transport.h"
+#include "bootstrap/oob.h"
+#include "transport/net.h"
 #include "mp_util.h"
 
-#define EP_STRIDE 64
+#define MAXR 16
 
 struct result {
     int res;
     uint64_t comm_id;
     double elapsed;
     char err[512];
-    uint8_t eps[8 * EP_STRIDE];
+    uint64_t sent, received;          /* this rank's bootstrap bytes       */
+    uint8_t entry[LOOM_OOB_ENTRY_LEN]; /* its own                          */
+    uint8_t table[MAXR * LOOM_OOB_ENTRY_LEN]; /* what it learnt            */
 };
 
 struct scenario {
     int port;
     double timeout;
-    uint64_t hash_of[8];   /* per rank; 0 = the common hash */
+    uint64_t hash_of[MAXR]; /* per rank; 0 = the common hash */
     int skip_rank;         /* this rank never runs its bootstrap (-1 none) */
     double root_delay;     /* seconds rank 0 waits before starting */
     double peer_timeout;   /* timeout of ranks > 0 (0: the same)      */
+    double report;         /* rank 0 names missing ranks this often   */
     struct result *out;    /* shared, one per rank */
 };
 
@@ -51,41 +58,52 @@ static const char *describe(void *ctx, int rank)
 
 static struct result *shared_results(void)
 {
-    void *m = mmap(NULL, 8 * sizeof(struct result), PROT_READ | PROT_WRITE,
+    void *m = mmap(NULL, MAXR * sizeof(struct result), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(m, MAP_FAILED);
-    memset(m, 0, 8 * sizeof(struct result));
+    memset(m, 0, MAXR * sizeof(struct result));
     return m;
 }
 
-static void my_ep(int rank, char *ep, size_t *len)
+/* Open this rank's out-of-band service (rank 0 at the job's port) and
+ * rendezvous with params p; record what came out. */
+static void run_bootstrap(struct scenario *sc, int rank, int nranks,
+                          const struct loom_boot_params *p)
 {
-    /* Different lengths per rank, so offsets and lengths are exercised. */
-    *len = (size_t)snprintf(ep, EP_STRIDE, "endpoint-of-rank-%d%.*s", rank, rank,
-                            "xxxxxxxx") + 1;
+    struct result *out = &sc->out[rank];
+    struct loom_oob *oob = NULL;
+    double t0 = mp_now();
+    out->res = loom_oob_open(rank, nranks, "127.0.0.1", rank == 0 ? sc->port : 0, &oob,
+                             out->entry, out->err, sizeof out->err);
+    if (out->res == LOOM_SUCCESS) {
+        loom_put_le64(out->entry + LOOM_NET_WIRE_ADDR_LEN, 0x100u + (unsigned)rank);
+        struct loom_boot_stats st = {0};
+        out->res = loom_bootstrap(p, oob, out->entry, &out->comm_id, &st, out->err,
+                                  sizeof out->err);
+        out->sent = st.sent;
+        out->received = st.received;
+        const uint8_t *t = loom_oob_table(oob);
+        if (out->res == LOOM_SUCCESS && t && nranks <= MAXR)
+            memcpy(out->table, t, (size_t)nranks * LOOM_OOB_ENTRY_LEN);
+        loom_oob_close(oob);
+    }
+    out->elapsed = mp_now() - t0;
 }
 
 static int rank_main(int rank, int nranks, void *arg)
 {
     struct scenario *sc = arg;
-    struct result *out = &sc->out[rank];
     if (rank == sc->skip_rank)
         return 0;
     if (rank == 0 && sc->root_delay > 0)
         usleep((useconds_t)(sc->root_delay * 1e6));
-    char ep[EP_STRIDE];
-    size_t ep_len;
-    my_ep(rank, ep, &ep_len);
     struct loom_boot_params p = {
         .struct_size = sizeof p, .rank = rank, .nranks = nranks,
         .root_host = "127.0.0.1", .root_port = sc->port,
         .table_hash = sc->hash_of[rank] ? sc->hash_of[rank] : 0x1234abcdull,
         .timeout = rank && sc->peer_timeout > 0 ? sc->peer_timeout : sc->timeout,
-        .wake_fd = -1, .describe = describe};
-    double t0 = mp_now();
-    out->res = loom_bootstrap_exchange(&p, ep, ep_len, out->eps, EP_STRIDE,
-                                       &out->comm_id, out->err, sizeof out->err);
-    out->elapsed = mp_now() - t0;
+        .describe = describe, .report_first = sc->report, .report_every = sc->report};
+    run_bootstrap(sc, rank, nranks, &p);
     return 0;
 }
 
@@ -103,7 +121,7 @@ static struct scenario *scenario_new(double timeout)
 
 static void scenario_free(struct scenario *sc)
 {
-    munmap(sc->out, 8 * sizeof(struct result));
+    munmap(sc->out, MAXR * sizeof(struct result));
     free(sc);
 }
 
@@ -114,16 +132,14 @@ static void check_all_ok(struct scenario *sc, int n)
                       sc->out[r].res, sc->out[r].err);
         ck_assert_uint_ne(sc->out[r].comm_id, 0);
         ck_assert_uint_eq(sc->out[r].comm_id, sc->out[0].comm_id);
-        for (int q = 0; q < n; q++) {
-            char ep[EP_STRIDE];
-            size_t len;
-            my_ep(q, ep, &len);
-            ck_assert_mem_eq(sc->out[r].eps + q * EP_STRIDE, ep, len);
-        }
+        /* every rank learnt every rank's own entry, address and host */
+        for (int q = 0; q < n; q++)
+            ck_assert_mem_eq(sc->out[r].table + q * LOOM_OOB_ENTRY_LEN, sc->out[q].entry,
+                             LOOM_OOB_ENTRY_LEN);
     }
 }
 
-static const int exchange_sizes[] = {1, 2, 5};
+static const int exchange_sizes[] = {1, 2, 5, 13};
 
 START_TEST(test_exchange)
 {
@@ -142,27 +158,74 @@ START_TEST(test_exchange)
 }
 END_TEST
 
+/* Rank 0 sends and receives O(N) bytes: it answers each rank with a few
+ * dozen bytes and hands the table to two children only. */
+START_TEST(test_root_bytes_linear)
+{
+    uint64_t sent[2];
+    const int n[2] = {4, 13};
+    for (int k = 0; k < 2; k++) {
+        struct scenario *sc = scenario_new(10.0);
+        ck_assert_uint_eq(mp_run(n[k], rank_main, sc, 15.0, 0), 0);
+        check_all_ok(sc, n[k]);
+        sent[k] = sc->out[0].sent;
+        /* per rank: challenge, proof and answer; the table twice */
+        ck_assert_uint_le(sent[k], (uint64_t)n[k] * (200 + 2 * LOOM_OOB_ENTRY_LEN));
+        scenario_free(sc);
+    }
+    /* linear, not quadratic: 13/4 ranks, well under (13/4)^2 */
+    ck_assert_uint_lt(sent[1], sent[0] * 5);
+}
+END_TEST
+
 START_TEST(test_hash_mismatch_named)
 {
-    /* A rank of another job (different table) is refused by name, and rank 0
-     * keeps waiting for the right one: its timeout repeats why. */
-    struct scenario *sc = scenario_new(2.0);
-    sc->peer_timeout = 3.0;
+    /* A rank of this job that loaded another table makes every rank fail at
+     * once, with the reason: rank 0 refuses it and everyone who joined, and
+     * tells latecomers too. */
+    struct scenario *sc = scenario_new(8.0);
     sc->hash_of[2] = 0x99ull;
-    ck_assert_uint_eq(mp_run(3, rank_main, sc, 10.0, 0), 0);
+    ck_assert_uint_eq(mp_run(4, rank_main, sc, 12.0, 0), 0);
+    const char *why = "rank 2 (node-2) loaded a different rank table (hash "
+                      "0x0000000000000099, rank 0 has 0x000000001234abcd)";
+    for (int r = 0; r < 4; r++) {
+        ck_assert_msg(sc->out[r].res == LOOM_ERROR_MISMATCH && strstr(sc->out[r].err, why),
+                      "rank %d said (%d): %s", r, sc->out[r].res, sc->out[r].err);
+        ck_assert_double_lt(sc->out[r].elapsed, 4.0);
+    }
+    scenario_free(sc);
+}
+END_TEST
+
+/* While ranks are missing rank 0 names them every so often (a log line),
+ * long before the timeout. */
+START_TEST(test_missing_rank_reported)
+{
+    char path[] = "/tmp/loom-boot-report-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    setenv("LOOM_DEBUG_FILE", path, 1);
+    setenv("LOOM_DEBUG", "WARN", 1);
+    loom_config_reset();
+    struct scenario *sc = scenario_new(1.5);
+    sc->peer_timeout = 3.0;
+    sc->skip_rank = 2;
+    sc->report = 0.4;
+    ck_assert_uint_eq(mp_run(4, rank_main, sc, 10.0, 0), 0);
+    unsetenv("LOOM_DEBUG_FILE");
+    loom_config_reset();
+    char buf[8192] = "";
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    unlink(path);
+    ck_assert_msg(strstr(buf, "rank 0 is still waiting for 1 of 4 ranks after 0 s "
+                              "(timeout 1.5 s): rank 2 (node-2)"),
+                  "log: %s", buf);
     ck_assert_int_eq(sc->out[0].res, LOOM_ERROR_TIMEOUT);
-    ck_assert_msg(strstr(sc->out[0].err, "rank 2 (node-2) did not join within 2 s "
-                                         "(refused: rank 2 (node-2) loaded a "
-                                         "different rank table (hash "
-                                         "0x0000000000000099, root has "
-                                         "0x000000001234abcd))"),
-                  "root said: %s", sc->out[0].err);
-    ck_assert_int_eq(sc->out[2].res, LOOM_ERROR_MISMATCH);
-    ck_assert_msg(strstr(sc->out[2].err, "refused rank 2") &&
-                      strstr(sc->out[2].err, "different rank table"),
-                  "rank 2 said: %s", sc->out[2].err);
-    /* Rank 1 either joined before and is told why, or never got in. */
-    ck_assert_int_lt(sc->out[1].res, 0);
     scenario_free(sc);
 }
 END_TEST
@@ -241,8 +304,11 @@ static int stranger_main(int rank, int nranks, void *arg)
     static const char junk[] = "GET / HTTP/1.0\r\n\r\nxxxxxxxxxxxxxxxxxxxxxxxxxx";
     if (send(fds[0], junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk)
         return 4;
-    uint8_t hello[40] = {0x42, 0x4c, 0x48, 0x49, 1, 0};
-    hello[8] = 9; /* "rank 9" */
+    /* the bootstrap's preamble, then a hello claiming a rank out of range */
+    uint8_t hello[16 + 40] = {0x42, 0x4f, 0x53, 0x54, 1, 0};
+    uint8_t *h = hello + 16;
+    h[0] = 0x42, h[1] = 0x4c, h[2] = 0x48, h[3] = 0x49, h[4] = 1;
+    h[8] = 9; /* "rank 9" */
     if (send(fds[2], hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello)
         return 5;
     sleep(3); /* keep the silent one open past the rendezvous */
@@ -271,14 +337,10 @@ START_TEST(test_port_taken)
     ck_assert_int_eq(listen(fd, 4), 0);
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
     int port = ntohs(sin.sin_port);
-    struct loom_boot_params p = {
-        .struct_size = sizeof p, .rank = 0, .nranks = 2, .root_host = "127.0.0.1",
-        .root_port = port, .timeout = 1.0, .wake_fd = -1};
-    uint8_t eps[2 * EP_STRIDE];
-    uint64_t id;
+    struct loom_oob *oob = NULL;
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
     char err[512], want[64];
-    ck_assert_int_eq(loom_bootstrap_exchange(&p, "x", 1, eps, EP_STRIDE, &id, err,
-                                             sizeof err),
+    ck_assert_int_eq(loom_oob_open(0, 2, "127.0.0.1", port, &oob, entry, err, sizeof err),
                      LOOM_ERROR_SYSTEM);
     snprintf(want, sizeof want, "127.0.0.1:%d", port);
     ck_assert_msg(strstr(err, want) && strstr(err, "port is taken"), "%s", err);
@@ -290,44 +352,147 @@ START_TEST(test_bad_arguments)
 {
     struct loom_boot_params p = {.struct_size = sizeof p, .rank = 2, .nranks = 2,
                                  .root_host = "127.0.0.1", .root_port = 1,
-                                 .timeout = 1.0, .wake_fd = -1};
-    uint8_t eps[2 * EP_STRIDE];
+                                 .timeout = 1.0};
+    struct loom_oob *oob = NULL;
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
     uint64_t id;
     char err[256];
-    ck_assert_int_eq(loom_bootstrap_exchange(&p, "x", 1, eps, EP_STRIDE, &id, err,
-                                             sizeof err),
+    ck_assert_int_eq(loom_oob_open(1, 2, "127.0.0.1", 0, &oob, entry, err, sizeof err),
+                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_bootstrap(&p, oob, entry, &id, NULL, err, sizeof err),
                      LOOM_ERROR_INVALID_ARGUMENT);
     ck_assert_str_eq(err, "bootstrap: rank 2 of 2 ranks is out of range");
     p.rank = 1;
-    ck_assert_int_eq(loom_bootstrap_exchange(&p, eps, LOOM_EP_MAX + 1, eps,
-                                             EP_STRIDE, &id, err, sizeof err),
+    p.root_port = 0;
+    ck_assert_int_eq(loom_bootstrap(&p, oob, entry, &id, NULL, err, sizeof err),
                      LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_str_eq(err, "bootstrap: rank 0's address 127.0.0.1:0 is not valid");
+    loom_oob_close(oob);
+    ck_assert_int_eq(loom_oob_open(0, 2, "no-such-address", 0, &oob, entry, err,
+                                   sizeof err),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_str_eq(err, "\"no-such-address\" is not a numeric IPv4/IPv6 address");
 }
 END_TEST
 
 START_TEST(test_wake_aborts)
 {
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    ck_assert_int_eq(write(pfd[1], "x", 1), 1);
-    struct loom_boot_params p = {.struct_size = sizeof p, .rank = 1, .nranks = 2,
-                                 .root_host = "127.0.0.1",
-                                 .root_port = mp_free_port(), .timeout = 10.0,
-                                 .wake_fd = pfd[0]};
-    uint8_t eps[2 * EP_STRIDE];
-    uint64_t id;
-    char err[256];
+    for (int rank = 1; rank >= 0; rank--) {
+        struct loom_boot_params p = {.struct_size = sizeof p, .rank = rank, .nranks = 2,
+                                     .root_host = "127.0.0.1",
+                                     .root_port = mp_free_port(), .timeout = 10.0};
+        struct loom_oob *oob = NULL;
+        uint8_t entry[LOOM_OOB_ENTRY_LEN];
+        uint64_t id;
+        char err[256];
+        ck_assert_int_eq(loom_oob_open(rank, 2, "127.0.0.1", rank ? 0 : p.root_port, &oob,
+                                       entry, err, sizeof err),
+                         LOOM_SUCCESS);
+        loom_oob_abort(oob);
+        double t0 = mp_now();
+        ck_assert_int_eq(loom_bootstrap(&p, oob, entry, &id, NULL, err, sizeof err),
+                         LOOM_ERROR_ABORTED);
+        ck_assert_double_lt(mp_now() - t0, 1.0);
+        loom_oob_close(oob);
+    }
+}
+END_TEST
+
+/* The out-of-band service between two forked ranks: messages both ways in
+ * order, a lookup of a blob published later, a handler, a view with its own
+ * namespace, and a dead peer named. */
+static int oob_main(int rank, int n, void *arg)
+{
+    struct scenario *sc = arg;
+    struct result *out = &sc->out[rank];
+    struct loom_oob *oob = NULL, *view = NULL;
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
+    struct loom_boot_params p = {.struct_size = sizeof p, .rank = rank, .nranks = n,
+                                 .root_host = "127.0.0.1", .root_port = sc->port,
+                                 .timeout = 10};
+    if (loom_oob_open(rank, n, "127.0.0.1", rank ? 0 : sc->port, &oob, entry, out->err,
+                      sizeof out->err) ||
+        loom_bootstrap(&p, oob, entry, &out->comm_id, NULL, out->err, sizeof out->err))
+        return 10;
+    int peer = 1 - rank;
+    char msg[64];
+    for (int i = 0; i < 50; i++) {
+        snprintf(msg, sizeof msg, "message %d from %d", i, rank);
+        if (loom_oob_send(oob, peer, 0x500, msg, strlen(msg) + 1))
+            return 11;
+    }
+    for (int i = 0; i < 50; i++) {
+        void *buf = NULL;
+        int from = -1;
+        char want[64];
+        snprintf(want, sizeof want, "message %d from %d", i, peer);
+        if (loom_oob_recv(oob, 0x500, -1, 5, &from, &buf, NULL) || from != peer ||
+            strcmp(buf, want) != 0) {
+            snprintf(out->err, sizeof out->err, "message %d: %s", i,
+                     buf ? (char *)buf : loom_oob_error(oob));
+            return 12;
+        }
+        free(buf);
+    }
+    /* a lookup that comes before the blob is answered once it is published */
+    if (rank == 0 && loom_oob_lookup(oob, 1, 0x501))
+        return 13;
+    if (rank == 1) {
+        usleep(200000);
+        if (loom_oob_publish(oob, 0x501, "blob", 5))
+            return 14;
+    }
+    void *buf = NULL;
+    if (rank == 0 && (loom_oob_recv(oob, 0x501, 1, 5, NULL, &buf, NULL) ||
+                      strcmp(buf, "blob") != 0))
+        return 15;
+    free(buf);
+    buf = NULL;
+    /* a view (namespace 77) sees its own messages only */
+    int ranks[2] = {1, 0};
+    if (loom_oob_view(oob, ranks, 2, 1 - rank, 77, &view))
+        return 16;
+    if (loom_oob_send(view, rank, 0x500, "in the view", 12)) /* view rank = 1 - own */
+        return 17;
+    int from = -1;
+    if (loom_oob_recv(view, 0x500, -1, 5, &from, &buf, NULL) || from != rank ||
+        strcmp(buf, "in the view") != 0)
+        return 18;
+    free(buf);
+    buf = NULL;
+    if (loom_oob_poll(oob, 0x500, -1, NULL, &buf, NULL) != 0)
+        return 19; /* nothing leaked into namespace 0 */
+    /* rank 1 leaves; rank 0 finds it gone, named, when it pings */
+    if (rank == 1) {
+        loom_oob_close(view);
+        loom_oob_close(oob);
+        usleep(100000);
+        return 0;
+    }
+    usleep(500000);
     double t0 = mp_now();
-    ck_assert_int_eq(loom_bootstrap_exchange(&p, "x", 1, eps, EP_STRIDE, &id, err,
-                                             sizeof err),
-                     LOOM_ERROR_ABORTED);
-    ck_assert_double_lt(mp_now() - t0, 1.0);
-    p.rank = 0;
-    ck_assert_int_eq(loom_bootstrap_exchange(&p, "x", 1, eps, EP_STRIDE, &id, err,
-                                             sizeof err),
-                     LOOM_ERROR_ABORTED);
-    close(pfd[0]);
-    close(pfd[1]);
+    loom_result_t res = LOOM_SUCCESS;
+    char why[512] = "";
+    while (mp_now() - t0 < 5 && (res = loom_oob_peer_error(oob, 1, why, sizeof why)) == 0) {
+        loom_oob_lookup(oob, 1, LOOM_OOB_TAG_PING);
+        usleep(50000);
+    }
+    snprintf(out->err, sizeof out->err, "%s", why);
+    if (res != LOOM_ERROR_REMOTE || !strstr(why, "rank 1 is gone") || mp_now() - t0 > 2)
+        return 20;
+    out->err[0] = 0;
+    loom_oob_close(view);
+    loom_oob_close(oob);
+    return 0;
+}
+
+START_TEST(test_oob_service)
+{
+    struct scenario *sc = scenario_new(10.0);
+    unsigned failed = mp_run(2, oob_main, sc, 20.0, 0);
+    ck_assert_msg(failed == 0, "failed 0x%x: rank 0: %s; rank 1: %s", failed, sc->out[0].err,
+                  sc->out[1].err);
+    scenario_free(sc);
 }
 END_TEST
 
@@ -402,33 +567,26 @@ END_TEST
 /* ---------------------------------------------------------- job key tests */
 
 /* Per-rank job keys for key_rank_main (NULL: no key); set before mp_run. */
-static const char *key_of[8];
+static const char *key_of[MAXR];
 
 static int key_rank_main(int rank, int nranks, void *arg)
 {
     struct scenario *sc = arg;
-    struct result *out = &sc->out[rank];
-    char ep[EP_STRIDE];
-    size_t ep_len;
-    my_ep(rank, ep, &ep_len);
     struct loom_auth_key key;
     loom_auth_key_set(&key, key_of[rank], key_of[rank] ? strlen(key_of[rank]) : 0);
     struct loom_boot_params p = {
         .struct_size = sizeof p, .rank = rank, .nranks = nranks,
         .root_host = "127.0.0.1", .root_port = sc->port, .table_hash = 0x1234abcdull,
         .timeout = rank && sc->peer_timeout > 0 ? sc->peer_timeout : sc->timeout,
-        .wake_fd = -1, .describe = describe, .key = &key};
-    double t0 = mp_now();
-    out->res = loom_bootstrap_exchange(&p, ep, ep_len, out->eps, EP_STRIDE,
-                                       &out->comm_id, out->err, sizeof out->err);
-    out->elapsed = mp_now() - t0;
+        .describe = describe, .key = &key};
+    run_bootstrap(sc, rank, nranks, &p);
     return 0;
 }
 
 START_TEST(test_key_same)
 {
     struct scenario *sc = scenario_new(10.0);
-    for (int r = 0; r < 8; r++)
+    for (int r = 0; r < MAXR; r++)
         key_of[r] = "the-job-key";
     ck_assert_uint_eq(mp_run(3, key_rank_main, sc, 15.0, 0), 0);
     check_all_ok(sc, 3);
@@ -449,7 +607,7 @@ START_TEST(test_key_refused)
         "job key, rank 0 has none)"};
     struct scenario *sc = scenario_new(1.5);
     sc->peer_timeout = 3.0;
-    for (int r = 0; r < 8; r++)
+    for (int r = 0; r < MAXR; r++)
         key_of[r] = _i == 2 ? NULL : "the-job-key";
     key_of[2] = _i == 0 ? "another-key" : _i == 1 ? NULL : "the-job-key";
     ck_assert_uint_eq(mp_run(3, key_rank_main, sc, 10.0, 0), 0);
@@ -467,15 +625,19 @@ START_TEST(test_key_refused)
 }
 END_TEST
 
+/* A socket to rank 0's bootstrap: its port, then the preamble that hands
+ * the socket to the bootstrap. */
 static int connect_root(int port)
 {
+    static const uint8_t pre[16] = {0x42, 0x4f, 0x53, 0x54, 1, 0};
     double until = mp_now() + 5;
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in sin = {.sin_family = AF_INET,
                                   .sin_port = htons((uint16_t)port),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (connect(fd, (struct sockaddr *)&sin, sizeof sin) == 0)
+        if (connect(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+            send(fd, pre, sizeof pre, MSG_NOSIGNAL) == (ssize_t)sizeof pre)
             return fd;
         close(fd);
         if (mp_now() > until)
@@ -536,7 +698,7 @@ static int key_stranger_main(int rank, int nranks, void *arg)
 START_TEST(test_key_strangers_dropped)
 {
     struct scenario *sc = scenario_new(10.0);
-    for (int r = 0; r < 8; r++)
+    for (int r = 0; r < MAXR; r++)
         key_of[r] = "the-job-key";
     ck_assert_uint_eq(mp_run(4, key_stranger_main, sc, 15.0, 0), 0);
     check_all_ok(sc, 2);
@@ -553,15 +715,12 @@ START_TEST(test_key_file_missing)
     setenv("LOOM_JOB_KEY_FILE", "/nonexistent/job.key", 1);
     unsetenv("LOOM_JOB_KEY");
     loom_config_reset();
-    char ep[8] = "x", all[EP_STRIDE], err[512];
-    uint64_t id;
-    struct loom_boot_params p = {.struct_size = sizeof p, .rank = 0, .nranks = 1,
-                                 .timeout = 1, .wake_fd = -1};
-    ck_assert_int_eq(loom_bootstrap_exchange(&p, ep, 2, all, EP_STRIDE, &id, err,
-                                             sizeof err),
+    struct loom_oob *oob = NULL;
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
+    char err[512];
+    ck_assert_int_eq(loom_oob_open(0, 1, "127.0.0.1", 0, &oob, entry, err, sizeof err),
                      LOOM_ERROR_IO);
-    ck_assert_str_eq(err, "bootstrap: rank 0: job key file /nonexistent/job.key: "
-                          "No such file or directory");
+    ck_assert_str_eq(err, "job key file /nonexistent/job.key: No such file or directory");
     unsetenv("LOOM_JOB_KEY_FILE");
     loom_config_reset();
 }
@@ -572,8 +731,11 @@ static Suite *bootstrap_suite(void)
     Suite *s = suite_create("bootstrap");
     TCase *tc = tcase_create("rendezvous");
     tcase_set_timeout(tc, 30);
-    tcase_add_loop_test(tc, test_exchange, 0, 3);
+    tcase_add_loop_test(tc, test_exchange, 0, 4);
+    tcase_add_test(tc, test_root_bytes_linear);
     tcase_add_test(tc, test_hash_mismatch_named);
+    tcase_add_test(tc, test_missing_rank_reported);
+    tcase_add_test(tc, test_oob_service);
     tcase_add_test(tc, test_missing_rank_named);
     tcase_add_test(tc, test_no_root);
     tcase_add_test(tc, test_late_root);

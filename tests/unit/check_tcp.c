@@ -28,6 +28,7 @@
 #include "transport/tcp_frame.h"
 #include "transport/tcp_priv.h"
 #include "transport/transport.h"
+#include "bootstrap/oob.h"
 #include "mp_util.h"
 
 #define STEP_TIMEOUT 20.0
@@ -41,10 +42,11 @@ struct job {
     int nsocks;
     size_t sndbuf;            /* SO_SNDBUF of data sockets; 0 = autotuned */
     double connect_timeout;
-    int wake_fd;              /* set by a rank before setup; -1 none */
     int variant;              /* which case of a looped test */
-    /* Called by each rank between tcp init and connect_all (may be NULL). */
-    int (*before_connect)(int rank, const void *my_ep);
+    /* Called by each rank after the bootstrap, before the transport opens
+     * (may be NULL); addr is rank 0's out-of-band port, where peers (and
+     * strangers) reach it. */
+    int (*before_connect)(int rank, const struct sockaddr_storage *addr);
     char *errs;               /* shared: ERRSLOT bytes per rank */
 };
 
@@ -53,40 +55,51 @@ static char *rank_err(struct job *j, int rank)
     return j->errs + rank * ERRSLOT;
 }
 
-/* Open tcp, rendezvous, connect. Returns 0 or a failing exit code, leaving
- * the reason in the rank's shared error slot. */
+/* This rank's out-of-band service; closed with the process. */
+static struct loom_oob *g_oob;
+
+/* Bootstrap, open tcp, and connect every peer (the transport makes each
+ * socket on first use; connect() asks for socket 0 now). Returns 0 or a
+ * failing exit code, leaving the reason in the rank's shared error slot. */
 static int setup(struct job *j, int rank, int n, struct loom_tx **txp)
 {
-    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = rank,
-                                .nranks = n, .local_addr = "127.0.0.1",
-                                .nsocks = j->nsocks, .sndbuf = j->sndbuf,
-                                .connect_timeout = j->connect_timeout,
-                                .wake_fd = j->wake_fd};
-    uint8_t ep[LOOM_EP_MAX], all[32 * LOOM_EP_MAX];
-    size_t ep_len = 0;
+    char v[32];
+    snprintf(v, sizeof v, "%d", j->nsocks);
+    setenv("LOOM_NSOCKS", v, 1);
+    snprintf(v, sizeof v, "%zu", j->sndbuf);
+    setenv("LOOM_SOCKET_SNDBUF", v, 1);
+    loom_config_reset();
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
+    loom_result_t res = loom_oob_open(rank, n, "127.0.0.1", rank == 0 ? j->port : 0,
+                                      &g_oob, entry, rank_err(j, rank), ERRSLOT);
+    if (res != LOOM_SUCCESS)
+        return 10;
+    struct loom_boot_params bp = {.struct_size = sizeof bp, .rank = rank,
+                                  .nranks = n, .root_host = "127.0.0.1",
+                                  .root_port = j->port, .timeout = 10.0};
+    uint64_t comm_id = 0;
+    res = loom_bootstrap(&bp, g_oob, entry, &comm_id, NULL, rank_err(j, rank), ERRSLOT);
+    if (res != LOOM_SUCCESS)
+        return 11;
+    struct sockaddr_storage root;
+    socklen_t rl;
+    loom_oob_addr(g_oob, 0, &root, &rl);
+    if (j->before_connect && j->before_connect(rank, &root) != 0)
+        return 12;
+    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = rank, .nranks = n,
+                                .comm_id = comm_id, .local_addr = "127.0.0.1",
+                                .connect_timeout = j->connect_timeout, .oob = g_oob};
     struct loom_tx *tx = NULL;
-    loom_result_t res = loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len);
+    res = loom_tx_open(&loom_tcp_transport, &tp, &tx);
     if (res != LOOM_SUCCESS) {
         snprintf(rank_err(j, rank), ERRSLOT, "open: %s", loom_thread_error());
         return 10;
     }
-    struct loom_boot_params bp = {.struct_size = sizeof bp, .rank = rank,
-                                  .nranks = n, .root_host = "127.0.0.1",
-                                  .root_port = j->port, .timeout = 10.0,
-                                  .wake_fd = -1};
-    uint64_t comm_id = 0;
-    res = loom_bootstrap_exchange(&bp, ep, ep_len, all, LOOM_EP_MAX, &comm_id,
-                                  rank_err(j, rank), ERRSLOT);
-    if (res != LOOM_SUCCESS)
-        return 11;
-    tx->params.comm_id = comm_id;
-    if (j->before_connect && j->before_connect(rank, ep) != 0)
-        return 12;
-    res = tx->ops->connect_all(tx, all, LOOM_EP_MAX);
-    if (res != LOOM_SUCCESS) {
-        snprintf(rank_err(j, rank), ERRSLOT, "connect_all: %s", tx->errmsg);
-        return 13;
-    }
+    for (int r = 0; r < n; r++)
+        if (r != rank && (res = tx->ops->connect(tx, r)) != LOOM_SUCCESS) {
+            snprintf(rank_err(j, rank), ERRSLOT, "connect: %s", tx->errmsg);
+            return 13;
+        }
     *txp = tx;
     return 0;
 }
@@ -122,7 +135,6 @@ static struct job *job_new(int nsocks)
     j->port = mp_free_port();
     j->nsocks = nsocks;
     j->connect_timeout = 10.0;
-    j->wake_fd = -1;
     j->errs = mmap(NULL, 32 * ERRSLOT, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(j->errs, MAP_FAILED);
@@ -269,10 +281,30 @@ static int sndbuf_main(int rank, int n, void *arg)
     if (rc)
         return rc;
     struct tcp_priv *tp = tx->priv;
+    /* sockets come on first use: a long message each way makes the lanes */
+    size_t big = 4u << 20;
+    uint8_t *sb = calloc(1, big), *rb = calloc(1, big);
+    for (int r = 0; r < n && sb && rb; r++) {
+        if (r == rank)
+            continue;
+        struct loom_tx_req q[2] = {{.peer = r, .buf = rb, .len = big},
+                                   {.peer = r, .buf = sb, .len = big}};
+        if (tx->ops->irecv(tx, &q[0]) || tx->ops->isend(tx, &q[1]) || wait_all(tx, q, 2)) {
+            snprintf(rank_err(j, rank), ERRSLOT, "exchange with rank %d: %s", r,
+                     tx->errmsg);
+            return 21;
+        }
+    }
+    free(sb);
+    free(rb);
     for (int r = 0; r < n; r++) {
         if (r == rank)
             continue;
         for (int k = 0; k < tp->nsocks; k++) {
+            if (tp->peers[r].socks[k].cstate != TCP_CS_UP) {
+                snprintf(rank_err(j, rank), ERRSLOT, "socket %d to rank %d is not up", k, r);
+                return 22;
+            }
             int v = 0;
             socklen_t len = sizeof v;
             if (getsockopt(tp->peers[r].socks[k].fd, SOL_SOCKET, SO_SNDBUF, &v, &len) != 0 ||
@@ -398,8 +430,12 @@ static int read_ahead_main(int rank, int n, void *arg)
         loom_tx_close(tx);
         return 0;
     }
-    usleep(300000); /* everything has arrived (and rank 0 may have left) */
+    /* sockets come on first use (this rank opens them): make socket 0, then
+     * let everything arrive (and rank 0 perhaps leave) */
     struct tcp_sock *sk = &((struct tcp_priv *)tx->priv)->peers[0].socks[0];
+    for (double t0 = mp_now(); sk->cstate != TCP_CS_UP && mp_now() - t0 < 10;)
+        tx->ops->progress(tx, 10000);
+    usleep(300000);
     for (int i = 0; i < nmsg; i++) {
         struct loom_tx_req r = {.peer = 0, .buf = buf, .len = ra_len(i),
                                 .tag = (uint32_t)i};
@@ -540,6 +576,15 @@ static int killed_main(int rank, int n, void *arg)
     int rc = setup(j, rank, n, &tx);
     if (rc)
         return rc;
+    /* variant 0: rank 1 dies with its socket up; 1: before any socket is
+     * made (rank 0 asked it to connect back; it never will) */
+    if (j->variant == 0) {
+        uint8_t one = 0;
+        struct loom_tx_req q = {.peer = 1 - rank, .buf = &one, .len = 1};
+        if ((rank == 0 ? tx->ops->isend(tx, &q) : tx->ops->irecv(tx, &q)) ||
+            wait_all(tx, &q, 1))
+            return 20;
+    }
     if (rank == 1) {
         usleep(100000);
         raise(SIGKILL);
@@ -558,7 +603,8 @@ static int killed_main(int rank, int n, void *arg)
     if (!req.done || req.status != LOOM_ERROR_REMOTE)
         return 31;
     if (!strstr(tx->errmsg, "rank 1 (127.0.0.1:") ||
-        !strstr(tx->errmsg, "closed the connection"))
+        !strstr(tx->errmsg, j->variant == 0 ? "closed the connection without a goodbye"
+                                             : "is gone"))
         return 32;
     /* Later posts fail at once with the same error. */
     struct loom_tx_req s = {.peer = 1, .buf = buf, .len = 8};
@@ -573,6 +619,7 @@ static int killed_main(int rank, int n, void *arg)
 START_TEST(test_killed_peer)
 {
     struct job *j = job_new(2);
+    j->variant = _i;
     job_check(j, mp_run(2, killed_main, j, 15.0, 2u), 2);
 }
 END_TEST
@@ -662,8 +709,9 @@ static int shutdown_main(int rank, int n, void *arg)
         loom_tx_close(tx);
         return 0;
     }
-    usleep(100000);
-    tx->ops->progress(tx, 0);
+    /* sockets come on first use: let rank 1's connection finish */
+    for (double t0 = mp_now(); mp_now() - t0 < 0.2;)
+        tx->ops->progress(tx, 10000);
     tx->ops->shutdown(tx, LOOM_ERROR_ABORTED);
     if (!r.done || r.status != LOOM_ERROR_ABORTED)
         return 31;
@@ -687,20 +735,16 @@ END_TEST
 static void *wake_later(void *arg)
 {
     usleep(200000);
-    uint64_t one = 1;
-    if (write(*(int *)arg, &one, sizeof one) != sizeof one)
-        abort();
+    struct loom_tx *tx = arg;
+    tx->ops->wake(tx);
     return NULL;
 }
 
-/* A progress blocked on a receive returns promptly once the wake fd is
- * readable, and leaves it readable. */
+/* A progress blocked on a receive returns promptly once another thread
+ * calls wake(). */
 static int wake_main(int rank, int n, void *arg)
 {
     struct job *j = arg;
-    j->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (j->wake_fd < 0)
-        return 19;
     struct loom_tx *tx;
     int rc = setup(j, rank, n, &tx);
     if (rc)
@@ -720,20 +764,20 @@ static int wake_main(int rank, int n, void *arg)
     struct loom_tx_req r = {.peer = 1, .buf = &got, .len = 1};
     if (tx->ops->irecv(tx, &r))
         return 21;
+    /* let the connection settle so that only the wake can end the wait */
+    for (int i = 0; i < 20; i++)
+        tx->ops->progress(tx, 10000);
     pthread_t th;
-    pthread_create(&th, NULL, wake_later, &j->wake_fd);
+    pthread_create(&th, NULL, wake_later, tx);
     double t0 = mp_now();
     loom_result_t res = tx->ops->progress(tx, -1);
     double dt = mp_now() - t0;
     pthread_join(th, NULL);
     snprintf(rank_err(j, rank), ERRSLOT, "progress: %s after %.3f s, done %d",
              loom_result_string(res), dt, r.done);
-    if (res != LOOM_SUCCESS || r.done || dt < 0.15 || dt > 1.5)
+    if (res != LOOM_SUCCESS || r.done || dt < 0.1 || dt > 1.5)
         return 30;
     rank_err(j, rank)[0] = '\0';
-    uint64_t v = 0;
-    if (read(j->wake_fd, &v, sizeof v) != sizeof v || v != 1)
-        return 31; /* the transport must not consume it */
     b = 42;
     struct loom_tx_req s = {.peer = 1, .buf = &b, .len = 1};
     if (tx->ops->isend(tx, &s) || wait_all(tx, &s, 1))
@@ -751,33 +795,32 @@ START_TEST(test_wake_fd)
 }
 END_TEST
 
-/* Before connect_all, rank 0 gets strangers on its listener: junk, a hello
- * of another communicator, and a silent connection. */
-static int strangers(int rank, const void *my_ep)
+/* Before its transport opens, rank 0 gets strangers on its port: junk, a
+ * tcp hello (behind the right preamble) of another communicator, and a
+ * silent connection. */
+static int strangers(int rank, const struct sockaddr_storage *addr)
 {
     if (rank != 0) {
         usleep(100000);
         return 0;
     }
-    const uint8_t *e = my_ep;
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    memcpy(&sin.sin_port, e + 2, 2);
-    memcpy(&sin.sin_addr, e + 4, 4);
     for (int i = 0; i < 3; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0)
+        if (connect(fd, (const struct sockaddr *)addr, sizeof(struct sockaddr_in)) != 0)
             return 1;
-        uint8_t msg[32];
+        uint8_t msg[48];
         memset(msg, 'x', sizeof msg);
         if (i == 1) {
-            /* A well-formed hello for another communicator, to rank 0. */
+            /* the tcp preamble of this job's namespace, then a well-formed
+             * hello for another communicator, to rank 0 */
+            loom_oob_preamble(g_oob, LOOM_OOB_KIND_TCP, msg);
             static const uint8_t hello_magic[4] = {0x48, 0x45, 0x4c, 0x4f};
-            memcpy(msg, hello_magic, 4);
-            msg[4] = 1;
-            msg[5] = 0;
-            msg[6] = msg[7] = 0;
-            memset(msg + 8, 0, 8);
-            msg[8] = 1;
+            memcpy(msg + 16, hello_magic, 4);
+            msg[20] = 1;
+            msg[21] = 0;
+            msg[22] = msg[23] = 0;
+            memset(msg + 24, 0, 8);
+            msg[24] = 1;
         }
         if (i < 2 && write(fd, msg, sizeof msg) != sizeof msg)
             return 2;
@@ -794,32 +837,78 @@ START_TEST(test_strangers_during_connect)
 }
 END_TEST
 
-START_TEST(test_connect_timeout_names_peer)
+START_TEST(test_connect_refused_names_peer)
 {
-    /* Rank 1 of 2, pointed at a port nobody listens on. */
-    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = 1, .nranks = 2,
-                                .local_addr = "127.0.0.1", .nsocks = 2,
-                                .connect_timeout = 0.5, .wake_fd = -1,
-                                .comm_id = 77};
-    uint8_t ep[LOOM_EP_MAX], all[2 * LOOM_EP_MAX];
-    size_t ep_len;
-    struct loom_tx *tx = NULL;
-    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+    /* Rank 1 of 2, whose table says rank 0 listens on a port nobody has:
+     * once every rank listened, a refusal means the process is gone. */
+    struct loom_oob *oob = NULL;
+    uint8_t entry[LOOM_OOB_ENTRY_LEN], table[2 * LOOM_OOB_ENTRY_LEN];
+    char err[512];
+    ck_assert_int_eq(loom_oob_open(1, 2, "127.0.0.1", 0, &oob, entry, err, sizeof err),
                      LOOM_SUCCESS);
-    ck_assert_uint_le(ep_len, LOOM_EP_MAX);
     int port = mp_free_port();
-    memcpy(all, ep, ep_len);
-    all[2] = (uint8_t)(port >> 8);
-    all[3] = (uint8_t)port;
-    memcpy(all + LOOM_EP_MAX, ep, ep_len);
+    memcpy(table, entry, LOOM_OOB_ENTRY_LEN);
+    table[2] = (uint8_t)(port >> 8);
+    table[3] = (uint8_t)port;
+    memcpy(table + LOOM_OOB_ENTRY_LEN, entry, LOOM_OOB_ENTRY_LEN);
+    loom_oob_set_table(oob, table);
+    loom_oob_start(oob, 77);
+    struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = 1, .nranks = 2,
+                                .local_addr = "127.0.0.1", .connect_timeout = 5,
+                                .comm_id = 77, .oob = oob};
+    struct loom_tx *tx = NULL;
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx), LOOM_SUCCESS);
+    ck_assert_int_eq(tx->ops->connect(tx, 0), LOOM_SUCCESS);
     double t0 = mp_now();
-    ck_assert_int_eq(tx->ops->connect_all(tx, all, LOOM_EP_MAX), LOOM_ERROR_TIMEOUT);
-    ck_assert_double_lt(mp_now() - t0, 2.0);
-    char want[128];
-    snprintf(want, sizeof want, "tcp: rank 1 could not connect within 0.5 s to "
-             "rank 0 (127.0.0.1:%d) (Connection refused)", port);
+    loom_result_t res = LOOM_SUCCESS;
+    while (res == LOOM_SUCCESS && mp_now() - t0 < 5)
+        res = tx->ops->progress(tx, 100000);
+    ck_assert_int_eq(res, LOOM_ERROR_REMOTE);
+    ck_assert_double_lt(mp_now() - t0, 1.0);
+    char want[160];
+    snprintf(want, sizeof want, "rank 0 (127.0.0.1:%d) is gone: its port refused the "
+             "connection (the process exited or crashed)", port);
     ck_assert_str_eq(tx->errmsg, want);
     loom_tx_close(tx);
+    loom_oob_close(oob);
+}
+END_TEST
+
+/* Rank 1 lives but never drives its transport: rank 0, which asked it to
+ * connect, gives up at the connect timeout and names it. */
+static int asked_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    if (rank == 1) {
+        usleep(2000000);
+        return 0;
+    }
+    uint8_t b;
+    struct loom_tx_req r = {.peer = 1, .buf = &b, .len = 1};
+    if (tx->ops->irecv(tx, &r))
+        return 21;
+    double t0 = mp_now();
+    loom_result_t res = wait_all(tx, &r, 1);
+    snprintf(rank_err(j, rank), ERRSLOT, "%s: %s", loom_result_string(res), tx->errmsg);
+    if (res != LOOM_ERROR_TIMEOUT || mp_now() - t0 > 1.5 ||
+        !strstr(tx->errmsg, "rank 1 (127.0.0.1:") ||
+        !strstr(tx->errmsg, "could not be connected within 0.5 s (socket 0: it never "
+                            "connected back)"))
+        return 30;
+    rank_err(j, rank)[0] = '\0';
+    loom_tx_close(tx);
+    return 0;
+}
+
+START_TEST(test_connect_timeout_names_peer)
+{
+    struct job *j = job_new(1);
+    j->connect_timeout = 0.5;
+    job_check(j, mp_run(2, asked_main, j, 15.0, 0), 2);
 }
 END_TEST
 
@@ -848,50 +937,35 @@ START_TEST(test_registry_and_arguments)
     ck_assert_ptr_eq(loom_transport_find("tcp"), &loom_tcp_transport);
     ck_assert_ptr_null(loom_transport_find("carrier-pigeon"));
     ck_assert_ptr_null(loom_transport_find(NULL));
+    ck_assert_ptr_eq(loom_transports[0], &loom_tcp_transport);
+    ck_assert_uint_ne(loom_tcp_transport.caps & LOOM_TX_CAP_FINGERPRINT, 0);
+    /* Several ranks need the out-of-band service to meet. */
     struct loom_tx_params tp = {.struct_size = sizeof tp, .rank = 0, .nranks = 2,
-                                .local_addr = "not-an-address", .nsocks = 1,
-                                .connect_timeout = 1, .wake_fd = -1};
-    uint8_t ep[LOOM_EP_MAX];
-    size_t ep_len;
+                                .local_addr = "127.0.0.1", .connect_timeout = 1};
     struct loom_tx *tx = NULL;
-    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx),
                      LOOM_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_null(tx);
-    ck_assert_str_eq(loom_thread_error(), "tcp: local address \"not-an-address\" "
-                                          "is not a numeric IPv4/IPv6 address");
-    tp.local_addr = "127.0.0.1";
-    tp.nsocks = 0;
-    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
-                     LOOM_ERROR_INVALID_ARGUMENT);
-    tp.nsocks = LOOM_TCP_MAX_SOCKS / 2 + 1; /* lanes each way: twice the sockets */
-    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
-                     LOOM_ERROR_INVALID_ARGUMENT);
-    ck_assert_str_eq(loom_thread_error(),
-                     "tcp: 33 sockets per peer and direction is not in 1..32");
-    tp.nsocks = 1;
-    tp.local_addr = "::1";
-    loom_result_t v6 = loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len);
-    if (v6 == LOOM_SUCCESS) { /* IPv6 loopback may be disabled here */
-        ck_assert_uint_eq(ep[0], 6);
-        loom_tx_close(tx);
-    }
-    tp.local_addr = "127.0.0.1";
-    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx, ep, &ep_len),
-                     LOOM_SUCCESS);
-    ck_assert_uint_eq(ep[0], 4);
-    struct loom_tx_req self = {.peer = 0, .buf = ep, .len = 1};
+    ck_assert_str_eq(loom_thread_error(), "tcp: rank 0 of 2 ranks (out-of-band service "
+                                          "missing) cannot be set up");
+    tp.nranks = 1;
+    ck_assert_int_eq(loom_tx_open(&loom_tcp_transport, &tp, &tx), LOOM_SUCCESS);
+    ck_assert_str_eq(tx->info, "tcp (2 sockets per peer)");
+    uint8_t b = 0;
+    struct loom_tx_req self = {.peer = 0, .buf = &b, .len = 1};
     ck_assert_int_eq(tx->ops->isend(tx, &self), LOOM_ERROR_INVALID_ARGUMENT);
-    struct loom_tx_req far = {.peer = 5, .buf = ep, .len = 1};
+    struct loom_tx_req far = {.peer = 5, .buf = &b, .len = 1};
     ck_assert_int_eq(tx->ops->irecv(tx, &far), LOOM_ERROR_INVALID_ARGUMENT);
-    /* Nothing pending: progress returns at once, even with timeout -1. */
-    ck_assert_int_eq(tx->ops->progress(tx, -1), LOOM_SUCCESS);
+    ck_assert_int_eq(tx->ops->connect(tx, 0), LOOM_ERROR_INVALID_ARGUMENT);
+    /* Nothing pending: progress returns at once with timeout 0. */
+    ck_assert_int_eq(tx->ops->progress(tx, 0), LOOM_SUCCESS);
     loom_tx_close(tx);
 }
 END_TEST
 
 /* ---------------------------------------------------------- job key tests */
 
-/* Keys come from LOOM_JOB_KEY (read by both the bootstrap and connect_all):
+/* Keys come from LOOM_JOB_KEY (read by the bootstrap and the transport):
  * set in the test before the ranks fork. */
 static void set_job_key(const char *key)
 {
@@ -916,13 +990,17 @@ END_TEST
 
 struct stranger_arg {
     struct sockaddr_in sin;
+    uint8_t pre[LOOM_OOB_PREAMBLE_LEN]; /* what hands a socket to tcp */
     char *out;
 };
+
+static uint8_t g_pre[LOOM_OOB_PREAMBLE_LEN];
 
 static int stranger_connect(const struct sockaddr_in *sin, uint8_t *chal)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof *sin) != 0)
+    if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof *sin) != 0 ||
+        send(fd, g_pre, sizeof g_pre, MSG_NOSIGNAL) != (ssize_t)sizeof g_pre)
         return -1;
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -949,13 +1027,14 @@ static void stranger_hello(const char *keytext, uint64_t comm_id, uint16_t sock,
     loom_tcp_hello_sign(&key, chal + 8, cc, out, out + LOOM_TCP_HELLO_LEN);
 }
 
-/* Rank 0's stranger thread, while rank 0 runs connect_all: random bytes, a
+/* Rank 0's stranger thread, while rank 0 connects: random bytes, a
  * truncated hello, a hello with the right key for another communicator, a
  * hello signed with a wrong key (which must be answered with a refusal),
  * and a silent connection. It writes "refused" when the refusal came. */
 static void *stranger_thread(void *argp)
 {
     struct stranger_arg *a = argp;
+    memcpy(g_pre, a->pre, sizeof g_pre);
     uint8_t chal[LOOM_AUTH_MSG_LEN], msg[LOOM_TCP_SIGNED_HELLO_LEN];
     int fd = stranger_connect(&a->sin, chal);
     if (fd >= 0) {
@@ -998,17 +1077,15 @@ static void *stranger_thread(void *argp)
 
 static struct job *stranger_job;
 
-static int key_strangers(int rank, const void *my_ep)
+static int key_strangers(int rank, const struct sockaddr_storage *addr)
 {
     if (rank != 0) {
         usleep(300000); /* let the strangers come first */
         return 0;
     }
     static struct stranger_arg a;
-    const uint8_t *e = my_ep;
-    a.sin.sin_family = AF_INET;
-    memcpy(&a.sin.sin_port, e + 2, 2);
-    memcpy(&a.sin.sin_addr, e + 4, 4);
+    memcpy(&a.sin, addr, sizeof a.sin);
+    loom_oob_preamble(g_oob, LOOM_OOB_KIND_TCP, a.pre);
     a.out = rank_err(stranger_job, STRANGER_SLOT);
     pthread_t t;
     if (pthread_create(&t, NULL, stranger_thread, &a) != 0)
@@ -1033,9 +1110,9 @@ END_TEST
 /* Rank 2 switches key after the bootstrap: _i = 0 another key, 1 none. */
 static const char *key_switch_to;
 
-static int switch_key(int rank, const void *my_ep)
+static int switch_key(int rank, const struct sockaddr_storage *addr)
 {
-    (void)my_ep;
+    (void)addr;
     if (rank == 2)
         set_job_key(key_switch_to);
     return 0;
@@ -1053,14 +1130,20 @@ START_TEST(test_key_refused)
     ck_assert_uint_eq(failed, 7);
     ck_assert_double_lt(mp_now() - t0, 5.0);
     /* Rank 2 hears from whichever of ranks 0 and 1 answers first. */
-    ck_assert_msg(strstr(rank_err(j, 2), "connect_all: tcp: rank ") &&
+    ck_assert_msg(strstr(rank_err(j, 2), "rank ") &&
                       strstr(rank_err(j, 2), " (127.0.0.1:") &&
                       strstr(rank_err(j, 2), "rejected this rank's job key"),
                   "rank 2: %s", rank_err(j, 2));
-    /* The others name rank 2 as the one that never connected. */
-    ck_assert_msg(strstr(rank_err(j, 0), "rank 2 (127.0.0.1:") &&
-                      strstr(rank_err(j, 0), "(it never connected)"),
-                  "rank 0: %s", rank_err(j, 0));
+    /* The others fail at once too: one names rank 2, which never connected
+     * back and is gone; the other may instead see that one leave. */
+    int named = 0;
+    for (int r = 0; r < 2; r++) {
+        ck_assert_msg(strstr(rank_err(j, r), "(127.0.0.1:"), "rank %d: %s", r, rank_err(j, r));
+        named |= strstr(rank_err(j, r), "rank 2 (127.0.0.1:") &&
+                 (strstr(rank_err(j, r), "is gone") ||
+                  strstr(rank_err(j, r), "never connected back"));
+    }
+    ck_assert_msg(named, "neither rank named rank 2: %s / %s", rank_err(j, 0), rank_err(j, 1));
     munmap(j->errs, 32 * ERRSLOT);
     free(j);
 }
@@ -1219,12 +1302,13 @@ static Suite *tcp_suite(void)
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 30);
-    tcase_add_test(tf, test_killed_peer);
+    tcase_add_loop_test(tf, test_killed_peer, 0, 2);
     tcase_add_loop_test(tf, test_frame_mismatch, 0, 2);
     tcase_add_test(tf, test_wake_fd);
     tcase_add_test(tf, test_shutdown);
     tcase_add_test(tf, test_strangers_during_connect);
     tcase_add_test(tf, test_connect_timeout_names_peer);
+    tcase_add_test(tf, test_connect_refused_names_peer);
     tcase_add_test(tf, test_registry_and_arguments);
     tcase_add_test(tf, test_lanes);
     tcase_add_test(tf, test_sndbuf);
