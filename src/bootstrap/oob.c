@@ -436,7 +436,8 @@ static int in_read(struct oob_job *j, struct oob_conn *c)
                 c->got = 0;
                 continue;
             }
-            if ((magic == LOOM_OOB_KIND_TCP || magic == LOOM_OOB_KIND_BOOT) &&
+            if ((magic == LOOM_OOB_KIND_TCP || magic == LOOM_OOB_KIND_BOOT ||
+                 magic == LOOM_OOB_KIND_VERBS) &&
                 loom_get_le16(c->buf + 4) == OOB_VERSION) {
                 struct oob_fd *f = malloc(sizeof *f);
                 if (!f) {
