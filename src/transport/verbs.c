@@ -181,8 +181,6 @@ static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char
     return res;
 }
 
-static void vx_finalize(struct loom_tx *tx);
-
 /* Choose the device, port and GID; open it; make what every peer shares. */
 static loom_result_t open_device(struct loom_tx *tx)
 {
@@ -257,26 +255,6 @@ static loom_result_t open_device(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
-static loom_result_t listen_ctl(struct loom_tx *tx)
-{
-    struct vx_priv *vp = tx->priv;
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    if (loom_net_parse(tx->params.local_addr, 0, &ss, &sl) != LOOM_SUCCESS)
-        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: local address %s is not numeric",
-                         tx->params.local_addr ? tx->params.local_addr : "(none)");
-    vp->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (vp->listen_fd < 0 || bind(vp->listen_fd, (struct sockaddr *)&ss, sl) != 0 ||
-        listen(vp->listen_fd, 128) != 0)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: control listener on %s: %s",
-                         tx->params.local_addr, strerror(errno));
-    sl = sizeof ss;
-    getsockname(vp->listen_fd, (struct sockaddr *)&ss, &sl);
-    loom_net_to_wire((struct sockaddr *)&ss, vp->ctrl_wire);
-    loom_verbs_epoll_add(tx, vp->listen_fd, EPOLLIN, VX_EP_LISTEN);
-    return LOOM_SUCCESS;
-}
-
 static void oob_notify(void *ctx)
 {
     struct loom_tx *tx = ctx;
@@ -287,7 +265,7 @@ static loom_result_t init_steps(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->epfd = vp->wakefd = vp->listen_fd = -1;
+    vp->epfd = vp->wakefd = -1;
     vp->tune = loom_verbs_default_tuning;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: rank %d of %d", pr->rank,
@@ -318,7 +296,6 @@ static loom_result_t init_steps(struct loom_tx *tx)
     loom_verbs_epoll_add(tx, vp->wakefd, EPOLLIN, VX_EP_WAKE);
     LOOM_CHECK(open_device(tx));
     loom_verbs_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
-    LOOM_CHECK(listen_ctl(tx));
     loom_oob_set_notify(pr->oob, oob_notify, tx);
     char gs[64];
     loom_verbs_gid_format(vp->choice.gid, gs, sizeof gs);
@@ -335,13 +312,11 @@ static loom_result_t init_steps(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
-/* On failure nothing stays open (errmsg says why). */
+/* On failure errmsg says why; loom_tx_open calls finalize, which frees
+ * what was made. */
 static loom_result_t vx_init(struct loom_tx *tx)
 {
-    loom_result_t res = init_steps(tx);
-    if (res < 0)
-        vx_finalize(tx);
-    return res;
+    return init_steps(tx);
 }
 
 static loom_result_t vx_connect(struct loom_tx *tx, int peer)
@@ -387,6 +362,7 @@ static void check_byes(struct loom_tx *tx)
 static int pass(struct loom_tx *tx, int *wait_ms)
 {
     loom_verbs_conn_poll_oob(tx);
+    loom_verbs_conn_take(tx);
     int n = loom_verbs_poll_cq(tx);
     check_byes(tx);
     int ms = loom_verbs_conn_timeouts(tx);
@@ -447,8 +423,6 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
                 vp->ibv->ack_cq_events(cq, 1);
                 vp->cq_armed = 0;
             }
-        } else if (tag == VX_EP_LISTEN) {
-            loom_verbs_conn_accept(tx);
         } else if ((tag >> 32) == 1) {
             loom_verbs_conn_pending_event(tx, (int)(uint32_t)tag);
         } else if ((tag >> 32) == 2) {
@@ -588,13 +562,11 @@ static void vx_finalize(struct loom_tx *tx)
     vp->ch = NULL;
     vp->pd = NULL;
     vp->ctx = NULL;
-    if (vp->listen_fd >= 0)
-        close(vp->listen_fd);
     if (vp->epfd >= 0)
         close(vp->epfd);
     if (vp->wakefd >= 0)
         close(vp->wakefd);
-    vp->listen_fd = vp->epfd = vp->wakefd = -1;
+    vp->epfd = vp->wakefd = -1;
     loom_auth_key_clear(&vp->key);
 }
 

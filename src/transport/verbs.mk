@@ -11,15 +11,24 @@ libloom_core_la_SOURCES += \
 	src/transport/verbs_proto.h \
 	src/transport/verbs_proto.c \
 	src/transport/verbs_qp.h \
-	src/transport/verbs_qp.c
+	src/transport/verbs_qp.c \
+	src/transport/verbs_priv.h \
+	src/transport/verbs_conn.c \
+	src/transport/verbs_data.c \
+	src/transport/verbs.c
 libloom_core_la_LIBADD += $(DL_LIBS)
 LOOM_INTERNAL_LIBS += $(DL_LIBS)
 
-# The software model of verbs (tests only) and the suites that use it.
+# The software model of verbs (tests only) and the suites that use it. A
+# test program that links the model and runs with LOOM_TEST_VERBS_MODEL=1
+# gets it instead of libibverbs (verbs_dl.c): the transport contract
+# (check_transport's "verbs (software model)" configuration) and the
+# collective matrix (test_coll_verbs) run over it.
 if HAVE_CHECK
+tests_unit_check_transport_SOURCES += tests/unit/verbs_model.h tests/unit/verbs_model.c
 check_PROGRAMS += tests/unit/check_verbs
 TESTS += tests/unit/check_verbs
-tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c \
+tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/unit/mp_util.h \
 	tests/unit/verbs_model.h tests/unit/verbs_model.c
 tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_verbs_LDADD = $(TEST_LIBS)

@@ -11,12 +11,13 @@
  *    none, answers with its blob (so it is ready to receive before p can
  *    send). When both start at once each applies the other's blob and
  *    neither answers: still one pair;
- *  - once its queue pair is RTS, the lower rank of the two connects a TCP
- *    socket to the higher rank's control listener (its address is in the
- *    blob) and sends a hello carrying the token the higher rank put in its
- *    blob, signed with the job key; the higher rank checks it, waits for
- *    its own queue pair to be RTS and answers ACK (signed too). Data moves
- *    only after that, when both queue pairs are RTS.
+ *  - once its queue pair is RTS, the lower rank of the two opens a TCP
+ *    socket to the higher rank's OOB port (the service hands it to the
+ *    transport: LOOM_OOB_KIND_VERBS) and sends a hello carrying the token
+ *    the higher rank put in its blob, signed with the job key; the higher
+ *    rank checks it, waits for its own queue pair to be RTS and answers ACK
+ *    (signed too). Data moves only after that, when both queue pairs are
+ *    RTS.
  * Blobs travel only through the out-of-band service, whose messages come
  * from ranks that passed the bootstrap's authentication; the control socket
  * accepts only a hello with the token of that exchange (and the job key's
@@ -104,7 +105,6 @@ static void blob_of(struct loom_tx *tx, int r, struct loom_verbs_blob *b)
     };
     memcpy(b->gid, vp->choice.gid, 16);
     memcpy(b->token, p->token, LOOM_VERBS_TOKEN_LEN);
-    memcpy(b->ctrl_addr, vp->ctrl_wire, sizeof b->ctrl_addr);
 }
 
 static loom_result_t send_blob(struct loom_tx *tx, int r)
@@ -244,33 +244,25 @@ static void send_ack(struct loom_tx *tx, int r)
         ctl_up(tx, r);
 }
 
-/* The lower rank, its queue pair RTS: connect to the higher's listener. */
+/* The lower rank, its queue pair RTS: open a control socket to the higher
+ * rank's OOB port (its service hands it to its verbs transport). */
 static void ctl_connect(struct loom_tx *tx, int r)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    if (loom_net_from_wire(p->remote.ctrl_addr, &ss, &sl) != 0) {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "sent no usable control address");
-        return;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_SYSTEM, "cannot be reached: socket: %s",
-                             strerror(errno));
+    char err[256];
+    int fd = -1;
+    loom_result_t res = loom_oob_connect_fd(tx->params.oob, r, &fd, err, sizeof err);
+    if (res < 0) {
+        /* every rank listened before any transport opened: a refusal
+         * means the process is gone */
+        loom_verbs_fail_peer(tx, r, res == LOOM_ERROR_REMOTE ? res : LOOM_ERROR_SYSTEM,
+                             res == LOOM_ERROR_REMOTE
+                                 ? "is gone: %s (the process exited or crashed)"
+                                 : "cannot be reached for a control connection: %s", err);
         return;
     }
     loom_net_set_nodelay(fd);
-    if (connect(fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-        int e = errno;
-        close(fd);
-        char a[LOOM_NET_ADDRSTR_MAX];
-        loom_net_format((struct sockaddr *)&ss, a, sizeof a);
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                             "cannot be reached on its control address %s: %s", a, strerror(e));
-        return;
-    }
     set_keepalive(tx, fd);
     p->ctl_fd = fd;
     p->ctl = VX_CTL_CONNECTING;
@@ -403,20 +395,17 @@ void loom_verbs_conn_close(struct loom_tx *tx, int r)
     }
 }
 
-void loom_verbs_conn_accept(struct loom_tx *tx)
+void loom_verbs_conn_take(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
-    for (;;) {
-        int fd = accept4(vp->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return; /* EAGAIN, or a connection that vanished */
-        if (vp->npending >= VX_MAX_PENDING) {
-            close(fd); /* a flood: strangers do not get to queue */
-            continue;
-        }
-        struct vx_pending *np = realloc(vp->pending, sizeof *np * (size_t)(vp->npending + 1));
+    int fd;
+    char from[64];
+    while (loom_oob_take_fd(tx->params.oob, LOOM_OOB_KIND_VERBS, &fd, from, sizeof from)) {
+        struct vx_pending *np = vp->npending < VX_MAX_PENDING
+                                    ? realloc(vp->pending, sizeof *np * (size_t)(vp->npending + 1))
+                                    : NULL;
         if (!np) {
-            close(fd);
+            close(fd); /* a flood: strangers do not get to queue */
             continue;
         }
         vp->pending = np;
@@ -424,6 +413,8 @@ void loom_verbs_conn_accept(struct loom_tx *tx)
         vp->pending[i] = (struct vx_pending){
             .fd = fd, .deadline = loom_now() + (tx->params.connect_timeout > 0
                                                     ? tx->params.connect_timeout : 60)};
+        snprintf(vp->pending[i].from, sizeof vp->pending[i].from, "%s", from);
+        loom_net_set_nonblock(fd);
         loom_net_set_nodelay(fd);
         loom_verbs_epoll_add(tx, fd, EPOLLIN | EPOLLRDHUP, VX_EP_PENDING(fd));
     }
@@ -442,13 +433,8 @@ static void pending_drop(struct loom_tx *tx, int i, int close_it)
 static void refuse(struct loom_tx *tx, int i, const char *why)
 {
     struct vx_priv *vp = tx->priv;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    char a[LOOM_NET_ADDRSTR_MAX] = "?";
-    if (getpeername(vp->pending[i].fd, (struct sockaddr *)&ss, &sl) == 0)
-        loom_net_format((struct sockaddr *)&ss, a, sizeof a);
     LOOM_WARN(LOOM_SUB_NET, "verbs: rank %d: refused a control connection from %s: %s",
-              tx->params.rank, a, why);
+              tx->params.rank, vp->pending[i].from[0] ? vp->pending[i].from : "?", why);
     pending_drop(tx, i, 1);
 }
 
@@ -599,11 +585,15 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
                                      .from = (uint32_t)tx->params.rank, .to = (uint32_t)r,
                                      .comm_id = tx->params.comm_id};
         memcpy(h.token, p->remote.token, sizeof h.token);
-        uint8_t b[LOOM_VERBS_HELLO_LEN];
-        loom_verbs_hello_encode(&h, b);
-        ctl_mac(vp, 'C', b, h.mac);
-        loom_verbs_hello_encode(&h, b);
-        memcpy(p->ctl_in, b, sizeof p->ctl_in); /* to check the ACK's proof */
+        /* the OOB service's preamble (it hands the socket over), then the
+         * hello: 104 bytes on a new socket, taken whole */
+        uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_VERBS_HELLO_LEN];
+        loom_oob_preamble(tx->params.oob, LOOM_OOB_KIND_VERBS, b);
+        uint8_t *hb = b + LOOM_OOB_PREAMBLE_LEN;
+        loom_verbs_hello_encode(&h, hb);
+        ctl_mac(vp, 'C', hb, h.mac);
+        loom_verbs_hello_encode(&h, hb);
+        memcpy(p->ctl_in, hb, sizeof p->ctl_in); /* to check the ACK's proof */
         if (send(p->ctl_fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof b) {
             loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE, "dropped its control connection: %s",
                                  strerror(errno));
@@ -672,8 +662,10 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
 }
 
 /* How long a peer whose control socket ended may still deliver the
- * completion that names the cause, when it has writes outstanding. */
-#define VX_EOF_GRACE 0.1
+ * completion that names the cause, when writes to it are outstanding:
+ * microseconds on an adapter, but the process polling may be descheduled
+ * on a loaded host. */
+#define VX_EOF_GRACE 0.5
 
 int loom_verbs_conn_timeouts(struct loom_tx *tx)
 {
@@ -720,7 +712,7 @@ int loom_verbs_conn_timeouts(struct loom_tx *tx)
                                  ? "its queue pair data never came through the out-of-band "
                                    "service"
                                  : tx->params.rank < r
-                                       ? "its control listener did not answer the hello"
+                                       ? "it did not answer the control hello"
                                        : "no control hello came from it");
     }
     return next_ms;

@@ -18,11 +18,19 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/verbs_api.h"
 
 static const struct loom_ibv *installed;
+
+/* Test programs that link the software model of verbs
+ * (tests/unit/verbs_model.c) define this; run with LOOM_TEST_VERBS_MODEL=1
+ * they get the model instead of libibverbs. libloom itself has no
+ * definition: the weak reference stays NULL and the variable is refused. */
+extern const struct loom_ibv *loom_verbs_test_model(char *why, size_t len)
+    __attribute__((weak));
 static struct loom_ibv lib;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 static char lib_why[256];
@@ -127,6 +135,15 @@ const struct loom_ibv *loom_ibv_get(char *why, size_t len)
     const struct loom_ibv *t = __atomic_load_n(&installed, __ATOMIC_ACQUIRE);
     if (t)
         return t;
+    const char *model = getenv("LOOM_TEST_VERBS_MODEL");
+    if (model && strcmp(model, "1") == 0) {
+        if (loom_verbs_test_model)
+            return loom_verbs_test_model(why, len);
+        if (why && len)
+            snprintf(why, len, "LOOM_TEST_VERBS_MODEL=1, but this program has no software "
+                     "model of verbs linked in (only Loom's tests do)");
+        return NULL;
+    }
     pthread_once(&lib_once, lib_load);
     if (lib_ok)
         return &lib;

@@ -132,9 +132,10 @@ static inline struct vx_reqstate *vx_rs(struct loom_tx_req *req)
     return (struct vx_reqstate *)(void *)req->priv;
 }
 
-struct vx_pending {              /* an accepted control socket, not yet known */
+struct vx_pending {              /* a control socket, its hello not yet read  */
     int fd;
     double deadline;
+    char from[64];               /* its address, for a refusal's message      */
     uint8_t in[LOOM_VERBS_HELLO_LEN];
     size_t have;
 };
@@ -154,8 +155,7 @@ struct vx_priv {
     struct loom_regcache *rc;
     struct loom_auth_key key;
     uint64_t nonce;
-    int epfd, wakefd, listen_fd;
-    uint8_t ctrl_wire[LOOM_NET_WIRE_ADDR_LEN];
+    int epfd, wakefd;
     struct vx_peer *peers;       /* nranks entries; own slot unused           */
     int *live;                   /* ranks with a queue pair (a handful): what */
     int nlive;                   /* the per-pass loops look at                */
@@ -180,14 +180,15 @@ void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const ch
 void loom_verbs_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
 #define VX_EP_WAKE 1ull
 #define VX_EP_CHANNEL 2ull
-#define VX_EP_LISTEN 3ull
 #define VX_EP_PENDING(fd) (0x100000000ull | (uint64_t)(uint32_t)(fd))
 #define VX_EP_PEER(r) (0x200000000ull | (uint64_t)(uint32_t)(r))
 
 /* verbs_conn.c */
 loom_result_t loom_verbs_conn_start(struct loom_tx *tx, int r);
 void loom_verbs_conn_poll_oob(struct loom_tx *tx);
-void loom_verbs_conn_accept(struct loom_tx *tx);
+/* Control sockets peers opened to this rank's OOB port: taken, their
+ * hello awaited. */
+void loom_verbs_conn_take(struct loom_tx *tx);
 void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd);
 void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events);
 /* Connection deadlines, and peers whose control socket ended: returns the

@@ -117,7 +117,6 @@ size_t loom_verbs_blob_encode(const struct loom_verbs_blob *b, uint8_t *out, siz
     out[91] = b->port;
     out[92] = b->gid_index;
     out[93] = b->flags;
-    memcpy(out + 96, b->ctrl_addr, 20);
     loom_put_le32(out + 116, b->cts_entries);
     loom_put_le64(out + 120, b->cts_addr);
     loom_put_le32(out + 128, b->cts_rkey);
@@ -157,7 +156,6 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
     b->port = in[91];
     b->gid_index = in[92];
     b->flags = in[93];
-    memcpy(b->ctrl_addr, in + 96, 20);
     b->cts_entries = loom_get_le32(in + 116);
     b->cts_addr = loom_get_le64(in + 120);
     b->cts_rkey = loom_get_le32(in + 128);
@@ -189,11 +187,6 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
     if (b->max_msg < 4096) {
         snprintf(why, whylen, "connection blob says the largest message is %u bytes",
                  b->max_msg);
-        return -1;
-    }
-    if (b->ctrl_addr[0] != 4 && b->ctrl_addr[0] != 6) {
-        snprintf(why, whylen, "connection blob has no control address (family %u)",
-                 b->ctrl_addr[0]);
         return -1;
     }
     if (b->flags & ~(LOOM_VERBS_BLOB_F_ETHERNET | LOOM_VERBS_BLOB_F_REPLY)) {

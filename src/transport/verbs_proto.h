@@ -106,7 +106,7 @@ int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
  *  16 from u32 | 20 to u32 | 24 nonce u64 | 32 token [32]
  *  64 qpn u32 | 68 psn u32 | 72 gid [16] | 88 lid u16 | 90 mtu u8
  *  91 port u8 | 92 gid_index u8 | 93 flags u8 | 94 reserved u16
- *  96 ctrl address [20] (net.h wire address) | 116 cts_entries u32
+ *  96 reserved [20] | 116 cts_entries u32
  * 120 cts_addr u64 | 128 cts_rkey u32 | 132 reserved u32 | 136 reserved u64
  * 144 max_msg u32 | 148 reserved u32 -> 152 bytes (reserved: zero) */
 #define LOOM_VERBS_BLOB_MAGIC 0x4c42564cu /* "LVBL" */
@@ -126,7 +126,6 @@ struct loom_verbs_blob {
     uint16_t lid;
     uint8_t mtu;                 /* enum ibv_mtu: 1 (256) .. 5 (4096)       */
     uint8_t port, gid_index, flags;
-    uint8_t ctrl_addr[20];
     uint32_t cts_entries;        /* power of two, 4..LOOM_VERBS_CTS_MAX     */
     uint64_t cts_addr;           /* the CTS ring peers write into           */
     uint32_t cts_rkey;

@@ -12,7 +12,15 @@
  *        the QP state machine, RDMA write and write with immediate,
  *        send/receive, signalling and send-queue reclaim, inline data,
  *        completion channels, and the error completions (bad rkey or range,
- *        bad lkey, a peer process that vanished, CQ overrun, flushes). */
+ *        bad lkey, a peer process that vanished, CQ overrun, flushes).
+ * transport: the verbs transport over the model between forked ranks
+ *        meeting through the out-of-band service: the work requests,
+ *        completions, registrations and copies each message costs (exact),
+ *        chunking and staging with small slots, the injected faults (bad
+ *        rkey, CQ overrun, a queue pair that vanished, a killed peer) each
+ *        producing its named error, strangers on the control socket, the
+ *        device choice and what available() says without the model. (The
+ *        contract itself: check_transport's "verbs (software model)".) */
 #include "build_config.h"
 
 #include <arpa/inet.h>
@@ -30,13 +38,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+#include <sys/socket.h>
+
 #include "loom.h"
+#include "config.h"
+#include "bootstrap/oob.h"
 #include "transport/net.h"
+#include "transport/transport.h"
 #include "transport/verbs_api.h"
+#include "transport/verbs_priv.h"
 #include "transport/verbs_gid.h"
 #include "transport/verbs_proto.h"
 #include "transport/verbs_qp.h"
 #include "verbs_model.h"
+#include "mp_util.h"
 
 /* ------------------------------------------------------------------ proto */
 
@@ -147,8 +163,6 @@ static struct loom_verbs_blob good_blob(void)
         b.token[i] = (uint8_t)(i * 7 + 1);
     for (int i = 0; i < 16; i++)
         b.gid[i] = (uint8_t)(0xf0 + i);
-    b.ctrl_addr[0] = 4;
-    b.ctrl_addr[2] = 0x73;
     return b;
 }
 
@@ -182,7 +196,6 @@ START_TEST(test_blob)
         {90, 0x06, "mtu 6"},             /* mtu */
         {91, 0x00, "port 0"},            /* port */
         {116, 0x30, "CTS ring of 48"},   /* not a power of two */
-        {96, 0x05, "control address"},   /* family */
         {93, 0x80, "unknown flags"},     /* flags */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -841,6 +854,11 @@ START_TEST(test_model_sq_reclaim_and_channel)
     side_open(&a, 64, 4096);
     side_open(&b, 64, 4096);
     connect_pair(&a, &b);
+    /* the completion channel, armed before the completions come: an
+     * arming reports only completions that arrive after it */
+    int fl = fcntl(a.ch->fd, F_GETFL);
+    fcntl(a.ch->fd, F_SETFL, fl | O_NONBLOCK);
+    ck_assert_int_eq(M->req_notify_cq(a.cq, 0), 0);
     /* 16 unsignalled writes fill the send queue: the 17th is refused until
      * a signalled completion is polled */
     for (int i = 0; i < 16; i++)
@@ -854,10 +872,7 @@ START_TEST(test_model_sq_reclaim_and_channel)
     ck_assert_int_eq(M->post_send(a.qp, &wr, &bad), ENOMEM);
     ck_assert_ptr_eq(bad, &wr); /* the failing WR is handed back */
 
-    /* the completion channel: armed, it becomes readable on a completion */
-    int fl = fcntl(a.ch->fd, F_GETFL);
-    fcntl(a.ch->fd, F_SETFL, fl | O_NONBLOCK);
-    ck_assert_int_eq(M->req_notify_cq(a.cq, 0), 0);
+    /* it becomes readable on the completion */
     struct pollfd pfd = {.fd = a.ch->fd, .events = POLLIN};
     ck_assert_int_eq(poll(&pfd, 1, 5000), 1);
     struct ibv_cq *ecq;
@@ -1059,6 +1074,530 @@ START_TEST(test_dlopen_table)
 }
 END_TEST
 
+
+/* -------------------------------------------------------------- transport */
+
+#define TX_ERR 1024
+
+/* What the forked ranks report back (shared memory). */
+struct txjob {
+    int port;
+    int variant;
+    char err[4][TX_ERR];
+    loom_result_t res[4];
+    double secs[4];
+    struct vmodel_stats st[4][3];   /* per rank, per size class */
+    struct loom_verbs_counts cnt[4][3];
+};
+
+static struct txjob *txjob_new(int variant)
+{
+    struct txjob *j = mmap(NULL, sizeof *j, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                           -1, 0);
+    ck_assert_ptr_ne(j, MAP_FAILED);
+    memset(j, 0, sizeof *j);
+    j->port = mp_free_port();
+    j->variant = variant;
+    return j;
+}
+
+static void txjob_free(struct txjob *j, int n)
+{
+    for (int r = 0; r < n; r++)
+        if (j->err[r][0])
+            fprintf(stderr, "rank %d: %s\n", r, j->err[r]);
+    munmap(j, sizeof *j);
+}
+
+static struct loom_oob *tx_oob;
+
+static int tx_setup(struct txjob *j, int rank, int n, struct loom_tx **tx)
+{
+    if (loom_tx_bootstrap(&loom_verbs_transport, rank, n, "127.0.0.1", "127.0.0.1", j->port,
+                          10.0, &tx_oob, tx, j->err[rank], TX_ERR) != LOOM_SUCCESS)
+        return 10;
+    return 0;
+}
+
+static void tx_teardown(struct loom_tx *tx)
+{
+    loom_tx_close(tx);
+    loom_oob_close(tx_oob);
+}
+
+static loom_result_t tx_wait(struct loom_tx *tx, struct loom_tx_req *r, int n, double secs)
+{
+    double until = mp_now() + secs;
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < n; i++)
+            done &= r[i].done;
+        if (done) {
+            for (int i = 0; i < n; i++)
+                if (r[i].status < 0)
+                    return r[i].status;
+            return LOOM_SUCCESS;
+        }
+        loom_result_t res = tx->ops->progress(tx, 10000);
+        if (res != LOOM_SUCCESS)
+            return res;
+        if (mp_now() > until) {
+            snprintf(tx->errmsg, sizeof tx->errmsg, "(test) nothing completed in %.0f s", secs);
+            return LOOM_ERROR_TIMEOUT;
+        }
+    }
+}
+
+static int tx_post(struct loom_tx *tx, struct loom_tx_req *r, int peer, int send, void *buf,
+                   size_t len, uint32_t tag)
+{
+    *r = (struct loom_tx_req){.peer = peer, .buf = buf, .len = len, .tag = tag,
+                              .desc = 0x30 + tag % 5, .count = len};
+    if (tx->ops->connect(tx, peer) != LOOM_SUCCESS)
+        return -1;
+    return send ? tx->ops->isend(tx, r) : tx->ops->irecv(tx, r);
+}
+
+/* One message each way between ranks 0 and 1 (the link is up after). */
+static int tx_exchange(struct loom_tx *tx, int rank, void *sb, void *rb, size_t len,
+                       uint32_t tag)
+{
+    struct loom_tx_req r[2];
+    if (tx_post(tx, &r[0], 1 - rank, 0, rb, len, tag) ||
+        tx_post(tx, &r[1], 1 - rank, 1, sb, len, tag))
+        return -1;
+    return tx_wait(tx, r, 2, 20.0) == LOOM_SUCCESS ? 0 : -1;
+}
+
+static void model_for_tx(double scale)
+{
+    struct vmodel_cfg cfg;
+    vmodel_cfg_loopback(&cfg);
+    cfg.time_scale = scale;
+    ck_assert_int_eq(vmodel_create(&cfg), 0);
+    loom_ibv_set(vmodel_ibv()); /* inherited by the ranks */
+}
+
+/* ---- per-message costs ---- */
+
+#define NCOUNT 64
+static const size_t count_sizes[3] = {8, 4096, 1 << 20};
+
+static int counts_main(int rank, int n, void *arg)
+{
+    struct txjob *j = arg;
+    struct loom_tx *tx;
+    int rc = tx_setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    struct vx_priv *vp = tx->priv;
+    for (int c = 0; c < 3; c++) {
+        size_t len = count_sizes[c];
+        uint8_t *buf = malloc(len);
+        mp_fill(buf, len, 77);
+        /* warm-up: the link, and the buffer's registration in the cache */
+        if (tx_exchange(tx, rank, buf, buf, len, 1000 + (uint32_t)c)) {
+            snprintf(j->err[rank], TX_ERR, "warm-up: %s", tx->errmsg);
+            return 20;
+        }
+        /* both count from here: rank 1 posts its first receive (whose CTS
+         * rank 0 counts) only once rank 0 has reset its counters; the
+         * signal goes through the out-of-band service, not verbs */
+        vmodel_stats_reset();
+        struct loom_verbs_counts before = vp->counts;
+        const uint32_t go = LOOM_OOB_TAG_VERBS + 0xf0;
+        if (rank == 0 && loom_oob_send(tx_oob, 1, go, "go", 2) != LOOM_SUCCESS)
+            return 24;
+        void *gb = NULL;
+        if (rank == 1 && loom_oob_recv(tx_oob, go, 0, 10.0, NULL, &gb, NULL) != LOOM_SUCCESS)
+            return 25;
+        free(gb);
+        for (int i = 0; i < NCOUNT; i++) {
+            struct loom_tx_req r;
+            if (rank == 0)
+                mp_fill(buf, len, (uint64_t)i);
+            if (tx_post(tx, &r, 1 - rank, rank == 0, buf, len, (uint32_t)i) ||
+                tx_wait(tx, &r, 1, 20.0) != LOOM_SUCCESS) {
+                snprintf(j->err[rank], TX_ERR, "message %d of %zu bytes: %s", i, len, tx->errmsg);
+                return 21;
+            }
+            if (rank == 1 && mp_verify(buf, len, (uint64_t)i) >= 0) {
+                snprintf(j->err[rank], TX_ERR, "message %d of %zu bytes: wrong bytes", i, len);
+                return 22;
+            }
+        }
+        vmodel_stats(&j->st[rank][c]);
+        struct loom_verbs_counts *d = &j->cnt[rank][c];
+        *d = vp->counts;
+        d->data_wrs -= before.data_wrs;
+        d->cts_wrs -= before.cts_wrs;
+        d->cqes -= before.cqes;
+        d->regs -= before.regs;
+        d->copies_in -= before.copies_in;
+        d->copies_out -= before.copies_out;
+        d->recv_wrs_posted -= before.recv_wrs_posted;
+        free(buf);
+    }
+    /* let rank 1 see the last completions before the goodbye */
+    if (tx_exchange(tx, rank, &rc, &rc, sizeof rc, 9999))
+        return 23;
+    tx_teardown(tx);
+    return 0;
+}
+
+START_TEST(test_tx_message_costs)
+{
+    model_for_tx(0);
+    struct txjob *j = txjob_new(0);
+    ck_assert_uint_eq(mp_run(2, counts_main, j, 60.0, 0), 0);
+    const char *name[3] = {"8 B (inline)", "4 KiB (copied)", "1 MiB (zero-copy)"};
+    fprintf(stderr, "verbs per message, rank 0 -> rank 1, %d messages each (model counts):\n",
+            NCOUNT);
+    for (int c = 0; c < 3; c++) {
+        const struct vmodel_stats *s = &j->st[0][c], *r = &j->st[1][c];
+        const struct loom_verbs_counts *cs = &j->cnt[0][c], *cr = &j->cnt[1][c];
+        fprintf(stderr,
+                "  %-18s sender: %.2f WR (%.2f write+imm, %.2f inline), %.2f CQE, %.2f reg, "
+                "%.2f copies | receiver: %.2f WR (CTS), %.2f CQE, %.2f recv WR, %.2f reg, "
+                "%.2f copies\n",
+                name[c], (double)s->send_wrs / NCOUNT, (double)s->writes_imm / NCOUNT,
+                (double)s->inline_wrs / NCOUNT, (double)s->cqes / NCOUNT,
+                (double)s->reg_mr / NCOUNT, (double)cs->copies_in / NCOUNT,
+                (double)r->send_wrs / NCOUNT, (double)r->cqes / NCOUNT,
+                (double)r->recv_wrs / NCOUNT, (double)r->reg_mr / NCOUNT,
+                (double)cr->copies_out / NCOUNT);
+        /* one write with immediate per message (one chunk), nothing else */
+        ck_assert_uint_eq(s->send_wrs, NCOUNT);
+        ck_assert_uint_eq(s->writes_imm, NCOUNT);
+        ck_assert_uint_eq(s->writes + s->sends, 0);
+        /* its completion and the CTS's arrival (and at most one
+         * signalled CTS write of the warm-up, completing late) */
+        ck_assert_uint_ge(s->cqes, 2 * NCOUNT);
+        ck_assert_uint_le(s->cqes, 2 * NCOUNT + 1);
+        /* one CTS write per message; its completions only now and then */
+        ck_assert_uint_eq(r->send_wrs, NCOUNT);
+        ck_assert_uint_eq(r->writes_imm, NCOUNT);
+        ck_assert_uint_ge(r->cqes, NCOUNT);
+        ck_assert_uint_le(r->cqes, NCOUNT + NCOUNT / 8);
+        /* every immediate consumed one receive, given back in batches */
+        ck_assert_uint_le(r->recv_wrs, NCOUNT + 16);
+        ck_assert_uint_ge(r->recv_wrs + 16, NCOUNT);
+        ck_assert_uint_le(r->post_recv_calls, NCOUNT / 16 + 1);
+        /* no registration on the data path once a buffer is known */
+        ck_assert_uint_eq(s->reg_mr + r->reg_mr, 0);
+        ck_assert_uint_eq(cs->regs + cr->regs, 0);
+    }
+    /* short: inline, one copy out of a bounce slot; 4 KiB: a copy each
+     * side; 1 MiB: none */
+    ck_assert_uint_eq(j->st[0][0].inline_wrs, 2 * 0 + NCOUNT);
+    ck_assert_uint_eq(j->cnt[0][0].copies_in, 0);
+    ck_assert_uint_eq(j->cnt[1][0].copies_out, NCOUNT);
+    ck_assert_uint_eq(j->cnt[0][1].copies_in, NCOUNT);
+    ck_assert_uint_eq(j->cnt[1][1].copies_out, NCOUNT);
+    ck_assert_uint_eq(j->cnt[0][2].copies_in + j->cnt[1][2].copies_out, 0);
+    ck_assert_uint_eq(j->st[0][2].bytes_out, (uint64_t)NCOUNT << 20);
+    txjob_free(j, 2);
+    vmodel_destroy();
+}
+END_TEST
+
+/* ---- chunks and staging with small slots ---- */
+
+static int chunks_main(int rank, int n, void *arg)
+{
+    struct txjob *j = arg;
+    /* 4 KiB slots, 4 CTS entries, 2 bounce and 2 staging slots, 8 KiB
+     * writes: messages cut in many chunks and pieces, credits wrapping
+     * quickly. Rank 0 copies everything; rank 1 registers from 100000 B
+     * (so both kinds meet in one message pair). */
+    loom_verbs_default_tuning = (struct loom_verbs_tuning){
+        .cts_entries = 4, .bounce_slots = 2, .stage_slots = 2, .slot_size = 4096,
+        .zcopy_min = rank == 0 ? (size_t)-1 : 100000, .inline_max = 0, .max_write = 8192};
+    struct loom_tx *tx;
+    int rc = tx_setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    static const size_t sizes[] = {0, 1, 4095, 4096, 4097, 8193, 100000, 300001};
+    for (int it = 0; it < 6; it++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            size_t len = sizes[si];
+            uint8_t *sb = malloc(len + 1), *rb = malloc(len + 1);
+            mp_fill(sb, len, (uint64_t)(rank * 1000 + it * 10) + si);
+            memset(rb, 0xa5, len + 1);
+            struct loom_tx_req r[2];
+            if (tx_post(tx, &r[0], 1 - rank, 0, rb, len, (uint32_t)si) ||
+                tx_post(tx, &r[1], 1 - rank, 1, sb, len, (uint32_t)si) ||
+                tx_wait(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+                snprintf(j->err[rank], TX_ERR, "%zu bytes: %s", len, tx->errmsg);
+                return 20;
+            }
+            if (mp_verify(rb, len, (uint64_t)((1 - rank) * 1000 + it * 10) + si) >= 0 ||
+                rb[len] != 0xa5) {
+                snprintf(j->err[rank], TX_ERR, "%zu bytes: wrong bytes", len);
+                return 21;
+            }
+            free(sb);
+            free(rb);
+        }
+    tx_teardown(tx);
+    return 0;
+}
+
+START_TEST(test_tx_chunks_small_slots)
+{
+    model_for_tx(0);
+    struct txjob *j = txjob_new(0);
+    ck_assert_uint_eq(mp_run(2, chunks_main, j, 60.0, 0), 0);
+    txjob_free(j, 2);
+    vmodel_destroy();
+}
+END_TEST
+
+/* ---- injected faults, each with its named error ---- */
+
+enum { FAULT_BAD_RKEY, FAULT_CQ_OVERRUN, FAULT_QP_GONE, FAULT_KILLED, NFAULTS };
+
+static int faults_main(int rank, int n, void *arg)
+{
+    struct txjob *j = arg;
+    if (j->variant == FAULT_CQ_OVERRUN && rank == 0)
+        vmodel_inject(VMODEL_FAULT_CQ_SIZE, 4); /* reports its size, holds 4 */
+    struct loom_tx *tx;
+    int rc = tx_setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    static uint8_t sb[1 << 20], rb[1 << 20];
+    if (j->variant != FAULT_CQ_OVERRUN) {
+        if (tx_exchange(tx, rank, sb, rb, 64, 1)) {
+            snprintf(j->err[rank], TX_ERR, "warm-up: %s", tx->errmsg);
+            return 20;
+        }
+        /* rank 0 injects only once rank 1 is out of the warm-up too (its
+         * last completions could otherwise be flushed by the fault) */
+        const uint32_t ready = LOOM_OOB_TAG_VERBS + 0xf2;
+        void *gb = NULL;
+        if (rank == 1 ? loom_oob_send(tx_oob, 0, ready, "r", 1)
+                      : loom_oob_recv(tx_oob, ready, 1, 10.0, NULL, &gb, NULL))
+            return 23;
+        free(gb);
+    }
+    struct loom_tx_req r[64];
+    int nr = 0;
+    switch (j->variant) {
+    case FAULT_BAD_RKEY:
+        if (rank == 0)
+            vmodel_inject(VMODEL_FAULT_BAD_RKEY, 1); /* its next RDMA write */
+        if (tx_post(tx, &r[nr++], 1 - rank, 0, rb, sizeof rb, 2) ||
+            tx_post(tx, &r[nr++], 1 - rank, 1, sb, sizeof sb, 2))
+            return 21;
+        break;
+    case FAULT_CQ_OVERRUN:
+        for (int i = 0; i < 32; i++)
+            if (tx_post(tx, &r[nr++], 1 - rank, i & 1, i & 1 ? sb : rb, 8, (uint32_t)i / 2))
+                return 21;
+        break;
+    case FAULT_QP_GONE: {
+        const uint32_t gone = LOOM_OOB_TAG_VERBS + 0xf1;
+        if (rank == 1) {
+            /* its adapter forgets the queue pair, its process and control
+             * socket stay: only the queue pair's retries can tell */
+            struct vx_priv *vp = tx->priv;
+            vp->ibv->destroy_qp(vp->peers[0].qp);
+            vp->peers[0].qp = NULL;
+            loom_oob_send(tx_oob, 0, gone, "x", 1);
+            usleep(3000000);
+            _exit(0);
+        }
+        void *gb = NULL;
+        if (loom_oob_recv(tx_oob, gone, 1, 10.0, NULL, &gb, NULL) != LOOM_SUCCESS)
+            return 22;
+        free(gb);
+        /* a receive: its CTS write goes to the queue pair that is gone */
+        if (tx_post(tx, &r[nr++], 1, 0, rb, 4096, 2))
+            return 21;
+        break;
+    }
+    case FAULT_KILLED:
+        if (rank == 1) {
+            usleep(100000);
+            raise(SIGKILL);
+        }
+        if (tx_post(tx, &r[nr++], 1, 0, rb, 64, 2))
+            return 21;
+        break;
+    }
+    double t0 = mp_now();
+    j->res[rank] = tx_wait(tx, r, nr, 20.0);
+    j->secs[rank] = mp_now() - t0;
+    snprintf(j->err[rank], TX_ERR, "%s", tx->errmsg);
+    usleep(rank ? 1000000 : 200000); /* rank 0 first reads what it is sent */
+    tx_teardown(tx);
+    return 0;
+}
+
+START_TEST(test_tx_faults_named)
+{
+    model_for_tx(_i == FAULT_QP_GONE ? 0.02 : 0); /* RC retries: ~170 ms / 8.6 s */
+    struct txjob *j = txjob_new(_i);
+    unsigned failed = mp_run(2, faults_main, j, 60.0, _i == FAULT_KILLED ? 2u : 0u);
+    fprintf(stderr, "fault %d: rank 0 after %.2f s: %s\n", _i, j->secs[0], j->err[0]);
+    fprintf(stderr, "fault %d: rank 1 after %.2f s: %s\n", _i, j->secs[1], j->err[1]);
+    ck_assert_uint_eq(failed, 0);
+    switch (_i) {
+    case FAULT_BAD_RKEY:
+        ck_assert_int_eq(j->res[0], LOOM_ERROR_PROTOCOL);
+        ck_assert_ptr_nonnull(strstr(j->err[0], "rank 1: "));
+        ck_assert_ptr_nonnull(strstr(j->err[0], "remote access error (IBV_WC_REM_ACCESS_ERR"));
+        ck_assert_ptr_nonnull(strstr(j->err[0], "vendor error 0x"));
+        ck_assert_int_lt(j->res[1], 0); /* its side fails too, naming rank 0 */
+        ck_assert_ptr_nonnull(strstr(j->err[1], "rank 0"));
+        break;
+    case FAULT_CQ_OVERRUN:
+        ck_assert_int_eq(j->res[0], LOOM_ERROR_SYSTEM);
+        ck_assert_ptr_nonnull(strstr(j->err[0], "completion queue of mlx5_0 failed"));
+        ck_assert_ptr_nonnull(strstr(j->err[0], "overrun"));
+        break;
+    case FAULT_QP_GONE:
+        ck_assert_int_eq(j->res[0], LOOM_ERROR_REMOTE);
+        ck_assert_ptr_nonnull(strstr(j->err[0], "rank 1: "));
+        ck_assert_ptr_nonnull(strstr(j->err[0], "IBV_WC_RETRY_EXC_ERR"));
+        ck_assert_double_lt(j->secs[0], 2.5); /* before its control socket closes */
+        break;
+    case FAULT_KILLED:
+        /* through the control channel, well before the queue pair's
+         * retries (8.6 s, unscaled) would */
+        ck_assert_int_eq(j->res[0], LOOM_ERROR_REMOTE);
+        ck_assert_ptr_nonnull(strstr(j->err[0], "rank 1 closed its control connection"));
+        ck_assert_double_lt(j->secs[0], 3.0);
+        break;
+    }
+    txjob_free(j, 2);
+    vmodel_destroy();
+}
+END_TEST
+
+/* ---- strangers on the control socket ---- */
+
+static int strangers_main(int rank, int n, void *arg)
+{
+    struct txjob *j = arg;
+    struct loom_tx *tx;
+    int rc = tx_setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t sb[5000], rb[5000];
+    if (rank == 0) {
+        /* hellos as rank 0 to rank 1 before any connection (no token
+         * exists), then with a wrong token once one does */
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && tx_exchange(tx, rank, sb, rb, 16, 100))
+                return 20;
+            int fd = -1;
+            char err[256];
+            if (loom_oob_connect_fd(tx_oob, 1, &fd, err, sizeof err) != LOOM_SUCCESS)
+                return 21;
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, 2000);
+            uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_VERBS_HELLO_LEN];
+            loom_oob_preamble(tx_oob, LOOM_OOB_KIND_VERBS, b);
+            struct loom_verbs_hello h = {.from = 0, .to = 1, .comm_id = tx->params.comm_id};
+            memset(h.token, 0x42, sizeof h.token);
+            loom_verbs_hello_encode(&h, b + LOOM_OOB_PREAMBLE_LEN);
+            if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b)
+                return 22;
+            usleep(200000);
+            close(fd);
+        }
+    } else if (tx_exchange(tx, rank, sb, rb, 16, 100)) {
+        return 23;
+    }
+    for (int i = 0; i < 20; i++) {
+        mp_fill(sb, sizeof sb, (uint64_t)(rank * 100 + i));
+        if (tx_exchange(tx, rank, sb, rb, sizeof sb, (uint32_t)i) ||
+            mp_verify(rb, sizeof rb, (uint64_t)((1 - rank) * 100 + i)) >= 0) {
+            snprintf(j->err[rank], TX_ERR, "message %d: %s", i, tx->errmsg);
+            return 24;
+        }
+    }
+    tx_teardown(tx);
+    return 0;
+}
+
+START_TEST(test_tx_strangers_refused)
+{
+    model_for_tx(0);
+    struct txjob *j = txjob_new(0);
+    ck_assert_uint_eq(mp_run(2, strangers_main, j, 60.0, 0), 0);
+    txjob_free(j, 2);
+    vmodel_destroy();
+}
+END_TEST
+
+/* ---- device choice through the transport; available() without a model ---- */
+
+static int choice_main(int rank, int n, void *arg)
+{
+    struct txjob *j = arg;
+    struct loom_tx *tx = NULL;
+    if (j->variant == 1) {
+        setenv("LOOM_IB_HCA", "mlx5_0:1", 1);
+        setenv("LOOM_IB_GID_INDEX", "1", 1);
+        loom_config_reset();
+    }
+    j->res[rank] = loom_tx_bootstrap(&loom_verbs_transport, rank, n, "127.0.0.1", "127.0.0.1",
+                                     j->port, 10.0, &tx_oob, &tx, j->err[rank], TX_ERR);
+    if (j->res[rank] == LOOM_SUCCESS) {
+        snprintf(j->err[rank], TX_ERR, "%s", tx->info);
+        uint8_t b[64];
+        if (tx_exchange(tx, rank, b, b, sizeof b, 1))
+            return 20;
+        tx_teardown(tx);
+    }
+    return 0;
+}
+
+START_TEST(test_tx_device_choice)
+{
+    /* a device whose GIDs do not hold 127.0.0.1 */
+    struct vmodel_cfg cfg;
+    vmodel_cfg_loopback(&cfg);
+    cfg.devs[0].ports[0].ngids = 2;
+    ck_assert_int_eq(vmodel_create(&cfg), 0);
+    loom_ibv_set(vmodel_ibv());
+    struct txjob *j = txjob_new(0);
+    ck_assert_uint_eq(mp_run(2, choice_main, j, 30.0, 0), 0);
+    ck_assert_int_eq(j->res[0], LOOM_ERROR_NOT_SUPPORTED);
+    ck_assert_ptr_nonnull(strstr(j->err[0], "127.0.0.1"));
+    ck_assert_ptr_nonnull(strstr(j->err[0], "found: mlx5_0 port 1 (Ethernet, ACTIVE): gid 0"));
+    memset(j->err, 0, sizeof j->err);
+    /* LOOM_IB_HCA and LOOM_IB_GID_INDEX: that GID, and it works */
+    j->variant = 1;
+    j->port = mp_free_port();
+    ck_assert_uint_eq(mp_run(2, choice_main, j, 30.0, 0), 0);
+    ck_assert_int_eq(j->res[0], LOOM_SUCCESS);
+    ck_assert_str_eq(j->err[0], "verbs mlx5_0:1 gid 1 (RoCE v2)");
+    memset(j->err, 0, sizeof j->err);
+    txjob_free(j, 2);
+    vmodel_destroy();
+
+    /* without the model: libibverbs here, and why verbs cannot run */
+    loom_ibv_set(NULL);
+    unsetenv("LOOM_TEST_VERBS_MODEL");
+    char why[256] = "";
+    if (loom_verbs_transport.available(why, sizeof why) == 0) {
+        fprintf(stderr, "verbs is available on this host\n");
+    } else {
+        fprintf(stderr, "verbs unavailable here: %s\n", why);
+        ck_assert(strstr(why, "libibverbs") || strstr(why, "ibv_get_device_list") ||
+                  strstr(why, "RDMA"));
+    }
+    /* the variable in a program without the model: refused, said why */
+    setenv("LOOM_TEST_VERBS_MODEL", "1", 1);
+    ck_assert_ptr_eq(loom_ibv_get(why, sizeof why), vmodel_ibv()); /* this one has it */
+    unsetenv("LOOM_TEST_VERBS_MODEL");
+}
+END_TEST
+
 static Suite *verbs_suite(void)
 {
     Suite *s = suite_create("verbs");
@@ -1087,6 +1626,14 @@ static Suite *verbs_suite(void)
     tcase_add_test(tm, test_model_vanished_peer);
     tcase_add_test(tm, test_dlopen_table);
     suite_add_tcase(s, tm);
+    TCase *tt = tcase_create("transport");
+    tcase_set_timeout(tt, 90);
+    tcase_add_test(tt, test_tx_message_costs);
+    tcase_add_test(tt, test_tx_chunks_small_slots);
+    tcase_add_loop_test(tt, test_tx_faults_named, 0, NFAULTS);
+    tcase_add_test(tt, test_tx_strangers_refused);
+    tcase_add_test(tt, test_tx_device_choice);
+    suite_add_tcase(s, tt);
     return s;
 }
 

@@ -578,8 +578,11 @@ static void lost(struct vm_qp *qp, double now, double pause)
     qp->tx_off = 0;
     if (qp->sq_head != qp->sq_tail && qp->sq[qp->sq_head % qp->cap.max_send_wr].started)
         qp->next_psn = qp->sq[qp->sq_head % qp->cap.max_send_wr].first_psn;
+    /* what went out stays "started" with its PSNs: an answer still on its
+     * way (a NAK for a remote access error) is for it, and a resend gives
+     * it the same PSNs again */
     for (uint32_t i = qp->sq_head; i != qp->sq_tail; i++)
-        qp->sq[i % qp->cap.max_send_wr].sent = qp->sq[i % qp->cap.max_send_wr].started = 0;
+        qp->sq[i % qp->cap.max_send_wr].sent = 0;
 }
 
 /* Fail the oldest request with st and the queue pair with it. */
@@ -1933,6 +1936,54 @@ void vmodel_destroy(void)
         nftw(sysfs_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     munmap(shm, shm_size);
     shm = NULL;
+}
+
+/* ---- LOOM_TEST_VERBS_MODEL=1: the model in place of libibverbs ----
+ * libloom's verbs_dl.c calls this (a weak reference it has) when the
+ * variable is set. The model is made once per process, with the loopback
+ * configuration, in the process that first asks (before it forks ranks:
+ * Check's test process in check_transport, or at start-up below for
+ * programs that fork at once), and its sysfs tree removed at that
+ * process's exit. */
+static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
+static int auto_ok;
+
+static void auto_cleanup(void)
+{
+    vmodel_destroy();
+}
+
+static void auto_create(void)
+{
+    if (shm) {
+        auto_ok = 1; /* a test made its own */
+        return;
+    }
+    struct vmodel_cfg cfg;
+    vmodel_cfg_loopback(&cfg);
+    if (vmodel_create(&cfg) == 0) {
+        auto_ok = 1;
+        atexit(auto_cleanup);
+    }
+}
+
+const struct loom_ibv *loom_verbs_test_model(char *why, size_t len);
+const struct loom_ibv *loom_verbs_test_model(char *why, size_t len)
+{
+    pthread_once(&auto_once, auto_create);
+    if (!auto_ok) {
+        if (why && len)
+            snprintf(why, len, "the software model of verbs could not be set up");
+        return NULL;
+    }
+    return vmodel_ibv();
+}
+
+__attribute__((constructor)) static void auto_at_start(void)
+{
+    const char *v = getenv("LOOM_TEST_VERBS_MODEL");
+    if (v && strcmp(v, "1") == 0)
+        loom_verbs_test_model(NULL, 0);
 }
 
 void vmodel_inject(enum vmodel_fault fault, int n)
