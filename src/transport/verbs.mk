@@ -52,3 +52,18 @@ noinst_PROGRAMS += tests/rdma/digest
 tests_rdma_digest_SOURCES = tests/rdma/digest.c
 tests_rdma_digest_LDADD = libloom.la
 EXTRA_DIST += tests/rdma/verbs.sh docs/rdma-verbs.md
+
+# The collective matrix (test_coll) over the verbs transport on the model:
+# the same program linked with the model, run by test_coll_verbs.sh with
+# LOOM_TRANSPORT=verbs LOOM_TEST_VERBS_MODEL=1 (and no shared memory, so
+# that every byte crosses the transport).
+if HAVE_VERBS
+check_PROGRAMS += tests/integration/test_coll_verbs
+tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
+	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h \
+	tests/unit/verbs_model.h tests/unit/verbs_model.c
+tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
+tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_coll_verbs.sh
+endif
+EXTRA_DIST += tests/integration/test_coll_verbs.sh
