@@ -1932,6 +1932,17 @@ void vmodel_destroy(void)
 {
     if (!shm)
         return;
+    /* this process's adapter must not outlive the segment it polls, even
+     * when a test leaves devices open */
+    if (vm.pid == getpid() && vm.running) {
+        pthread_mutex_lock(&vm.lock);
+        vm.stop = 1;
+        pthread_mutex_unlock(&vm.lock);
+        bell_ring(vm.proc);
+        pthread_join(vm.thread, NULL);
+        vm.running = 0;
+        vm.nctx = 0;
+    }
     if (getpid() == creator && sysfs_dir[0])
         nftw(sysfs_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     munmap(shm, shm_size);
