@@ -177,11 +177,13 @@ LOOM_API const char *loom_redop_name(loom_redop_t op);
 LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
                                                 loom_comm_t *comm);
 /* url is "tcp://host:port" (rank 0 listens there) or "env://" (MASTER_ADDR,
- * MASTER_PORT; nranks and rank may then be -1 to read WORLD_SIZE and RANK). */
+ * MASTER_PORT). nranks and rank may be -1 to take them from the launcher:
+ * RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK and _SIZE, ... (docs/launch.md). */
 LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
                                           loom_comm_t *comm);
 /* The table from LOOM_RANK_TABLE or RANK_TABLE_FILE; the rank from LOOM_RANK,
- * RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID. */
+ * RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID. Without a
+ * table, env:// when MASTER_ADDR and MASTER_PORT are set. */
 LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *comm);
 
 /* Wait for pending work, then free. After an error or abort it does not wait. */
@@ -203,6 +205,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t comm, int color, int key,
  * this rank's index among them (ascending comm rank) and their number. */
 LOOM_API loom_result_t loom_comm_local_rank(loom_comm_t comm, int *local_rank);
 LOOM_API loom_result_t loom_comm_local_size(loom_comm_t comm, int *local_size);
+
+/* The accelerator device this rank drives (for stream adapters such as
+ * libloom_cuda): LOOM_CUDA_DEVICE when set (>= 0), else the rank table's
+ * device_id of this rank, else (tcp://, env://, unique-id communicators)
+ * its local rank. A communicator from loom_comm_split keeps its parent's. */
+LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device);
 
 /* Rendezvous through an id that a framework passes around itself (as
  * NCCL's ncclGetUniqueId + ncclCommInitRank; torch puts it in its store).
@@ -318,11 +326,22 @@ LOOM_API loom_result_t loom_group_end(void);
  *   3. add_wait (caller's thread, at enqueue, after mark_ready): make the
  *      user's stream wait for the op; returns a wait handle.
  *   4. complete (progress thread, after the op): release that wait, passing
- *      the op's result; the handle is not used again.
+ *      the op's result; the handle is not used again. It is called for every
+ *      op whose add_wait succeeded, also when the op failed or never ran, so
+ *      that the user's stream is never left waiting.
+ * mark_ready and add_wait of one loom stream are called as a pair under that
+ * stream's lock, in the order of the ops; the ops of one loom stream run and
+ * complete one at a time in that order.
  * A hook left NULL is skipped (the host stream needs only 3 and 4).
  * Optional staging for buffers the host cannot read (device memory):
- *   is_device_ptr tells; copy_to_host / copy_to_device run on the progress
- *   thread after wait_ready.
+ *   is_device_ptr tells (called at enqueue). A call with device buffers runs
+ *   as pieces of LOOM_STAGE_CHUNK bytes through host staging memory, every
+ *   rank splitting it the same way: every rank must then pass device memory
+ *   for that call (as Gloo's CUDA algorithms require), or it fails with
+ *   LOOM_ERROR_MISMATCH naming both ranks' pieces. The pieces' copies go
+ *   through copy_to_host / copy_to_device (synchronous), or, when the adapter
+ *   has them, through stage_alloc / copy_async / copy_query, which let the
+ *   copies of one piece run while another piece is on the network.
  */
 typedef struct loom_stream_hooks {
     size_t struct_size; /* sizeof(loom_stream_hooks): grows compatibly */
@@ -340,6 +359,35 @@ typedef struct loom_stream_hooks {
                                     const void *host, size_t bytes);
     /* Called once when the loom stream is destroyed. */
     loom_result_t (*destroy)(void *user_stream);
+
+    /* ---- added in 0.1 (absent from a smaller struct_size: NULL) ---- */
+    /* Progress thread, never blocks: LOOM_SUCCESS once the mark is reached,
+     * LOOM_NOT_READY before, or an error. When set, Loom polls it (and
+     * notices loom_comm_abort while it waits) instead of wait_ready. */
+    loom_result_t (*query_ready)(void *user_stream, void *mark);
+    /* Pipelined staging (all four, and is_device_ptr, or none). Progress
+     * thread. stage_alloc returns bytes of host memory the device copies
+     * to and from at full speed (pinned); Loom keeps it for the stream's
+     * life and cuts it into LOOM_STAGE_SLOTS slots, and stage_free returns
+     * it (on destroy, or to get a larger one). */
+    loom_result_t (*stage_alloc)(void *user_stream, size_t bytes, void **host);
+    loom_result_t (*stage_free)(void *user_stream, void *host, size_t bytes);
+    /* Start a copy of rows rows of width bytes, the rows dpitch bytes apart
+     * at dst and spitch bytes apart at src: from device memory into staging
+     * (to_device 0) or from staging into device memory (to_device 1). Must
+     * not wait for the copy. slot (0 .. LOOM_STAGE_SLOTS-1) tags it: Loom
+     * starts a slot's next copy only after copy_query said its last one
+     * finished. Copies of different slots may run at the same time. */
+    loom_result_t (*copy_async)(void *user_stream, int slot, int to_device,
+                                void *dst, size_t dpitch, const void *src,
+                                size_t spitch, size_t width, size_t rows);
+    /* Never blocks: LOOM_SUCCESS once slot's last copy has finished (its
+     * bytes are in place), LOOM_NOT_READY before, or the copy's error. */
+    loom_result_t (*copy_query)(void *user_stream, int slot);
+    /* The message of the last error a hook returned on the calling thread
+     * ("cuMemcpyAsync: CUDA_ERROR_INVALID_VALUE: invalid argument"), or
+     * NULL; Loom puts it in the communicator's error string. */
+    const char *(*last_error)(void *user_stream);
 } loom_stream_hooks;
 
 /* A host stream: calls on it return once enqueued. */

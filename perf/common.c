@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "core/comm.h"
 #include "coll/coll.h"
 #include "common.h"
+#include "join.h"
 
 /* Names in the type column: nccl-tests' spelling, so existing parsers work. */
 static const char *const perf_type_names[LOOM_DTYPE_COUNT] = {
@@ -42,6 +44,7 @@ struct perf_opts {
     const char *csv_path;   /* "-": CSV on stdout instead of the table        */
     const char *json_path;
     const char *ranktable;
+    const char *url;        /* --url tcp://HOST:PORT                          */
     const char *algo;
     const char *transport;
 };
@@ -63,6 +66,8 @@ struct perf_state {
     const struct perf_coll *coll;
     struct perf_opts o;
     const char *prog;
+    int speaks;             /* prints what every rank would print alike      */
+    char how[256];          /* how the ranks met, for the header             */
     loom_comm_t comm;
     loom_stream_t stream;
     int rank, nranks;
@@ -108,11 +113,18 @@ static void perf_usage(FILE *out, const char *prog)
             "  -J, --json FILE         also write one JSON object per row to FILE\n"
             "  -A, --algo SPEC         LOOM_ALGO: 'ring' or 'allreduce=rd,...'\n"
             "  -T, --transport NAME    LOOM_TRANSPORT: tcp, ofi, verbs\n"
+            "  -t, --nthreads 1        -g, --ngpus 1: nccl-tests' options; Loom runs\n"
+            "                          one rank per process (start more with the\n"
+            "                          launcher), so only 1 is accepted\n"
+            "      --url tcp://H:P     meet at rank 0's host H, port P\n"
             "      --ranktable FILE    rank table (else LOOM_RANK_TABLE or\n"
-            "                          RANK_TABLE_FILE); the rank comes from\n"
-            "                          LOOM_RANK, RANK_ID, RANK, OMPI_COMM_WORLD_RANK,\n"
-            "                          PMI_RANK or SLURM_PROCID\n"
-            "  -h, --help\n",
+            "                          RANK_TABLE_FILE)\n"
+            "  -h, --help              -V, --version\n"
+            "The ranks meet through --url, else a rank table, else MASTER_ADDR and\n"
+            "MASTER_PORT, else (every rank on one host) 127.0.0.1 and a port derived\n"
+            "from the launcher's job id; rank and size come from the launcher\n"
+            "(mpirun, srun, torchrun-style RANK/WORLD_SIZE, loom-run). Without a\n"
+            "launcher: one rank. See docs/launch.md.\n",
             prog);
 }
 
@@ -171,7 +183,24 @@ static int perf_parse_ops(struct perf_opts *o, const char *s)
     return -1;
 }
 
-/* Returns 0 to go on, 1 after --help, -1 on a bad option (message printed). */
+/* One line about a bad command line, printed once: every rank parses the
+ * same arguments, so only rank 0 (or a process with no launcher) says it. */
+static void perf_say(const struct perf_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void perf_say(const struct perf_state *st, const char *fmt, ...)
+{
+    if (!st->speaks)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", st->prog, line);
+}
+
+/* Returns 0 to go on, 1 after --help or --version, -1 on a bad option
+ * (message printed once). */
 static int perf_parse_args(struct perf_state *st, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -192,11 +221,16 @@ static int perf_parse_args(struct perf_state *st, int argc, char **argv)
         {"algo", required_argument, NULL, 'A'},
         {"transport", required_argument, NULL, 'T'},
         {"ranktable", required_argument, NULL, 'R'},
+        {"url", required_argument, NULL, 'U'},
+        {"nthreads", required_argument, NULL, 't'},
+        {"ngpus", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     struct perf_opts *o = &st->o;
-    int c;
-    while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:z:a:F:J:A:T:h",
+    int c, one;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:z:a:F:J:A:T:t:g:hV",
                             longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
@@ -259,28 +293,52 @@ static int perf_parse_args(struct perf_state *st, int argc, char **argv)
         case 'A': o->algo = optarg; break;
         case 'T': o->transport = optarg; break;
         case 'R': o->ranktable = optarg; break;
+        case 'U':
+            if (strncmp(optarg, "tcp://", 6) != 0)
+                bad = "--url wants tcp://HOST:PORT (rank 0's host and a free port)";
+            else
+                o->url = optarg;
+            break;
+        case 't':
+            if (perf_parse_int(optarg, 0, 1 << 30, &one) || one != 1)
+                bad = "-t: Loom runs one rank per process, without threads; start "
+                      "more processes with the launcher (mpirun -np N) instead";
+            break;
+        case 'g':
+            if (perf_parse_int(optarg, 0, 1 << 30, &one) || one != 1)
+                bad = "-g: one device per rank; start one rank per device with the "
+                      "launcher (mpirun -np N) instead";
+            break;
         case 'h': perf_usage(stdout, st->prog); return 1;
-        default: perf_usage(stderr, st->prog); return -1;
+        case 'V': printf("%s (Loom) %s\n", st->prog, PACKAGE_VERSION); return 1;
+        case ':':
+            perf_say(st, "option %s needs a value (see --help)", argv[optind - 1]);
+            return -1;
+        default:
+            if (optopt)
+                perf_say(st, "unknown option -%c (see --help)", optopt);
+            else
+                perf_say(st, "unknown option %s (see --help)", argv[optind - 1]);
+            return -1;
         }
         if (bad) {
-            fprintf(stderr, "%s: %s (got '%s')\n", st->prog, bad, optarg);
+            perf_say(st, "%s (got '%s')", bad, optarg);
             return -1;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", st->prog, argv[optind]);
+        perf_say(st, "unexpected argument '%s'", argv[optind]);
         return -1;
     }
     if (o->min_bytes > o->max_bytes) {
-        fprintf(stderr, "%s: -b %zu is larger than -e %zu\n", st->prog,
-                o->min_bytes, o->max_bytes);
+        perf_say(st, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
         return -1;
     }
     if (o->algo) {
         enum loom_algo forced[LOOM_OP_KIND_COUNT];
         char err[256];
         if (loom_algo_parse(o->algo, forced, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: -A %s: %s\n", st->prog, o->algo, err);
+            perf_say(st, "-A %s: %s", o->algo, err);
             return -1;
         }
     }
@@ -298,29 +356,17 @@ static int perf_init(struct perf_state *st)
         fprintf(stderr, "%s: setenv: %s\n", st->prog, strerror(errno));
         return -1;
     }
-    const char *table = getenv("LOOM_RANK_TABLE");
-    if (!table || !*table)
-        table = getenv("RANK_TABLE_FILE");
-    if (!table || !*table) {
-        fprintf(stderr,
-                "%s: no rank table: give --ranktable FILE or set LOOM_RANK_TABLE "
-                "(or RANK_TABLE_FILE), and the rank in LOOM_RANK, RANK_ID, RANK, "
-                "OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; or start the "
-                "ranks with loom-run -n N\n",
-                st->prog);
+    if (perf_join(st->prog, o->url, &st->comm, st->how, sizeof st->how) != 0)
         return -1;
-    }
-    loom_result_t res = loom_comm_init_env(&st->comm);
-    if (res != LOOM_SUCCESS) {
-        fprintf(stderr, "%s: joining the group of rank table %s failed: %s\n",
-                st->prog, table, loom_get_error_string(NULL));
-        return -1;
-    }
+    loom_result_t res;
     loom_comm_rank(st->comm, &st->rank);
     loom_comm_size(st->comm, &st->nranks);
     if (st->coll->has_root && o->root >= st->nranks) {
-        fprintf(stderr, "%s: -r %d: there are only %d ranks\n", st->prog, o->root,
-                st->nranks);
+        if (st->rank == 0)
+            fprintf(stderr, "%s: -r %d: there are only %d ranks\n", st->prog, o->root,
+                    st->nranks);
+        else
+            perf_quiet_wait();
         return -1;
     }
     if (!o->blocking) {
@@ -424,8 +470,8 @@ static void perf_header(struct perf_state *st)
     if (!path || !*path)
         path = getenv("RANK_TABLE_FILE");
     loom_ranktable_t *rt = NULL;
-    int nservers = 0;
-    if (loom_ranktable_load(path, &rt, NULL) == LOOM_SUCCESS)
+    int nservers = ic->nhosts; /* without a table: the hosts the ranks found */
+    if (!st->o.url && path && *path && loom_ranktable_load(path, &rt, NULL) == LOOM_SUCCESS)
         loom_ranktable_nservers(rt, &nservers);
 
     const char *version = "?";
@@ -436,6 +482,7 @@ static void perf_header(struct perf_state *st)
     fprintf(f, "# Loom %s  nranks %d  servers %d  transport %s  chunk %zu\n",
             version, st->nranks, nservers,
             ic->tx ? ic->tx->ops->name : loom_config()->transport, ic->chunk_size);
+    fprintf(f, "# rendezvous: %s\n", st->how);
     if (o->factor > 1.0)
         fprintf(f, "# %s  minBytes %zu  maxBytes %zu  step: %g(factor)", st->coll->name,
                 o->min_bytes, o->max_bytes, o->factor);
@@ -611,6 +658,7 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
         struct loom_op op = {.kind = st->coll->kind, .count = c->op_count,
                              .dtype = c->dtype, .op = c->op};
         enum loom_algo a = loom_coll_select((const struct loom_comm *)st->comm, &op);
+        const struct loom_comm *ic = (const struct loom_comm *)st->comm;
         fprintf(st->json,
                 "{\"collective\":\"%s\",\"nranks\":%d,\"algorithm\":\"%s\","
                 "\"size\":%zu,\"count\":%llu,\"type\":\"%s\",\"redop\":\"%s\","
@@ -627,7 +675,8 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
             else
                 fprintf(st->json, ",\"%s_wrong\":null", pre[v]);
         }
-        fprintf(st->json, "}\n");
+        fprintf(st->json, ",\"library\":\"Loom %s\",\"transport\":\"%s\"}\n",
+                PACKAGE_VERSION, ic->tx ? ic->tx->ops->name : loom_config()->transport);
         fflush(st->json);
     }
 }
@@ -681,7 +730,10 @@ int perf_main(const struct perf_coll *coll, int argc, char **argv)
     const char *slash = strrchr(argv[0], '/');
     if (slash)
         st.prog = slash + 1;
+    st.speaks = perf_speaks();
     int pr = perf_parse_args(&st, argc, argv);
+    if (pr < 0 && !st.speaks)
+        perf_quiet_wait();
     if (pr != 0)
         return pr > 0 ? 0 : 2;
     const char *corrupt = getenv("LOOM_PERF_CORRUPT");

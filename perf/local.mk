@@ -3,7 +3,8 @@
 #
 # Installed as loom-<coll>_perf; in the build tree perf/<coll>_perf is a
 # symbolic link to the same program, so nccl-tests habits work there too.
-PERF_COMMON = perf/common.c perf/common.h tests/integration/coll_check.h
+PERF_COMMON = perf/common.c perf/common.h perf/join.c perf/join.h \
+	tests/integration/coll_check.h
 PERF_LINKS = perf/all_reduce_perf perf/all_gather_perf perf/broadcast_perf \
 	perf/reduce_scatter_perf perf/reduce_perf
 
@@ -39,13 +40,23 @@ perf/reduce_perf: perf/loom-reduce_perf$(EXEEXT)
 # interleaved per cell (python3; not installed, not run by make check).
 EXTRA_DIST += perf/compare-peers
 
-# perf/plot: busbw-vs-size charts of result files (sh, awk, gnuplot);
-# installed as loom-perf-plot.
+# perf/plot: busbw and time against size for result files (sh, awk,
+# gnuplot); installed as loom-perf-plot, with the version filled in.
 EXTRA_DIST += perf/plot
 bin_SCRIPTS = perf/loom-perf-plot
-perf/loom-perf-plot: $(srcdir)/perf/plot
-	$(AM_V_GEN)$(MKDIR_P) perf && cp $(srcdir)/perf/plot $@ && chmod +x $@
+perf/loom-perf-plot: $(srcdir)/perf/plot Makefile
+	$(AM_V_GEN)$(MKDIR_P) perf && \
+	sed 's/[@]PACKAGE_VERSION[@]/$(PACKAGE_VERSION)/' $(srcdir)/perf/plot >$@.tmp && \
+	chmod +x $@.tmp && mv -f $@.tmp $@
 
 TESTS += tests/integration/test_perf.sh
 EXTRA_DIST += tests/integration/test_perf.sh
 EXTRA_DIST += docs/perf.md
+
+# Growth with the number of ranks (docs/scale.md): one rank of a measurement
+# (public API only, so the same source measures an older build too), the
+# driver that runs it for N = 8..512, and the model that extrapolates.
+noinst_PROGRAMS += perf/scale_probe
+perf_scale_probe_SOURCES = perf/scale_probe.c
+perf_scale_probe_LDADD = libloom.la
+EXTRA_DIST += perf/scale-growth perf/scale-model perf/scale_bytes.c

@@ -3,7 +3,8 @@
 # everything is already there.
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config libcjson-dev libssl-dev check \
-libibverbs-dev libfabric-dev clang libclang-rt-14-dev iproute2 gnuplot-nox"
+libibverbs-dev libfabric-dev clang libclang-rt-14-dev iproute2 gnuplot-nox \
+openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

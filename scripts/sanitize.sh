@@ -40,7 +40,8 @@ bdir=${2:-$top/build-$mode}
 tests=${SANITIZE_TESTS:-"tests/unit/check_tcp tests/unit/check_bootstrap tests/unit/check_coll
     tests/unit/check_verbs tests/integration/test_coll_verbs.sh
     tests/integration/test_coll tests/integration/test_comm
-    tests/integration/test_coll_two_server.sh tests/integration/test_soak tests/netns/run.sh"}
+    tests/integration/test_coll_two_server.sh tests/integration/test_soak tests/netns/run.sh
+    tests/integration/test_stage adapters/cuda/tests/check_cuda"}
 # build the test programs, then keep only the tests this build has (some
 # need Check)
 make -C "$bdir" -j"$(nproc)" check TESTS= >>"$bdir/make.out" 2>&1 || {

@@ -29,3 +29,21 @@ if HAVE_CHECK
 TESTS += tests/integration/test_tcp_path.sh
 EXTRA_DIST += tests/integration/test_tcp_path.sh
 endif
+
+# Many ranks on one host (64): exact results, and file descriptors per rank
+# bounded by the peers the algorithms use (connections on first use).
+check_PROGRAMS += tests/integration/test_scale
+tests_integration_test_scale_SOURCES = tests/integration/test_scale.c \
+	tests/integration/harness.h
+tests_integration_test_scale_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_scale
+EXTRA_DIST += tests/static/static_link.sh tests/static/hello_static.c
+
+# Launchers: loom-run with env:// programs, torchrun-style and srun-style
+# variables by hand, mpirun (where Open MPI is installed); the perf tools
+# without a rank table; each failure shown once.
+check_PROGRAMS += tests/integration/launch_join
+tests_integration_launch_join_SOURCES = tests/integration/launch_join.c
+tests_integration_launch_join_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_launch.sh
+EXTRA_DIST += tests/integration/test_launch.sh

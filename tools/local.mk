@@ -5,3 +5,7 @@ tools_loom_info_LDADD = $(LOOM_INTERNAL_LIBS)
 
 # The example configuration, every variable commented out.
 EXTRA_DIST += etc/loom.conf
+
+# Every installed program answers --help and --version.
+TESTS += tests/integration/test_cli.sh
+EXTRA_DIST += tests/integration/test_cli.sh

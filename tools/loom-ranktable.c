@@ -2,7 +2,9 @@
  *
  *   loom-ranktable check FILE [--rank N] [--json]
  *   loom-ranktable probe [FILE] [--rank N] [--json] [--timeout S]
- *                  [--size BYTES] [--iters N]      (one process per rank)
+ *                  [--size BYTES] [--iters N] [--plot FILE.png]
+ *                                                  (one process per rank)
+ *   loom-ranktable probe --from-json SAVED.json [--json] [--plot FILE.png]
  *   loom-ranktable generate --servers IP[,IP...] --devices N
  *                  [--device-ips IP,...] [--version 1.0|1.2] [-o FILE]
  *
@@ -38,11 +40,15 @@ static const char usage_text[] =
     "      path. --rank N also requires rank N to exist and shows only its\n"
     "      endpoint. --json prints one JSON object instead.\n"
     "  probe [FILE] [--rank N] [--json] [--timeout S] [--size BYTES]\n"
-    "        [--iters N]\n"
+    "        [--iters N] [--plot FILE.png]\n"
+    "  probe --from-json SAVED.json [--json] [--plot FILE.png]\n"
     "      Live check, one process per rank (loom-run, mpirun, srun, or by\n"
-    "      hand with --rank): every pair connects and measures latency and\n"
-    "      bandwidth; rank 0 prints both matrices, unreachable pairs and slow\n"
-    "      links, and exits 1 when a pair is unreachable (docs/probe.md).\n"
+    "      hand with --rank), on the table's own ports: every pair connects\n"
+    "      both ways and measures latency and bandwidth; rank 0 prints both\n"
+    "      matrices, a summary per server, hosts cut off, unreachable links\n"
+    "      and slow links, and exits 1 when a link is unreachable or a rank\n"
+    "      did not join; --plot draws the bandwidth heat map; --from-json\n"
+    "      reports a saved run (docs/probe.md).\n"
     "  generate --servers IP[,IP...] --devices N [--device-ips IP,...]\n"
     "           [--version 1.0|1.2] [-o FILE]\n"
     "      Write a valid table (to stdout, or FILE) with N devices on each\n"
@@ -51,7 +57,7 @@ static const char usage_text[] =
     "      several servers need --devices 1 (the server IP is the device IP).\n"
     "      Version 1.2 adds a super_pod_list holding every server.\n"
     "  help\n"
-    "      Print this text (also -h, --help).\n"
+    "      Print this text (also -h, --help); --version (-V): the version.\n"
     "\n"
     "Exit status: 0 valid (probe: every pair reachable), 1 invalid or\n"
     "unreadable (probe: a pair unreachable), 2 bad command line.\n"
@@ -515,6 +521,12 @@ static int cmd_help(int argc, char **argv)
     return 0;
 }
 
+static int cmd_version(int argc, char **argv)
+{
+    printf("loom-ranktable (Loom) %s\n", PACKAGE_VERSION);
+    return 0;
+}
+
 static const struct command {
     const char *name;
     int (*run)(int argc, char **argv); /* argv[0] is the command's name */
@@ -525,6 +537,8 @@ static const struct command {
     {"help", cmd_help},
     {"--help", cmd_help},
     {"-h", cmd_help},
+    {"--version", cmd_version},
+    {"-V", cmd_version},
 };
 
 int main(int argc, char **argv)

@@ -2,8 +2,11 @@
  *
  *   loom-run -n N [--rank-table FILE] [--timeout S] [--port-base P] -- CMD ARGS...
  *
- * Each rank gets LOOM_RANK_TABLE, LOOM_RANK, RANK, WORLD_SIZE, LOCAL_RANK and
- * LOOM_NRANKS. Without --rank-table a single-server table for 127.0.0.1 is
+ * Each rank gets LOOM_RANK_TABLE, LOOM_RANK, LOOM_NRANKS, and torchrun's
+ * RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1) and
+ * MASTER_PORT (a free port of its own, apart from the table's), so that
+ * env:// programs run under it as well as rank-table ones (docs/launch.md).
+ * Without --rank-table a single-server table for 127.0.0.1 is
  * written to a temporary directory (removed at exit) and, unless the port base
  * is given, a free port region outside the kernel's ephemeral range is chosen
  * so that concurrent jobs and other connections do not collide with it.
@@ -66,21 +69,26 @@ struct run_job {
     int nsignals;       /* SIGINT/SIGTERM received */
     char tmpdir[PATH_MAX];
     char table[PATH_MAX];
+    int master_port;    /* MASTER_PORT for env:// programs */
 };
 
 static void run_usage(FILE *out)
 {
     fprintf(out,
-            "usage: loom-run -n N [--rank-table FILE] [--timeout S] [--port-base P] -- CMD [ARGS...]\n"
+            "usage: loom-run -n N [--rank-table FILE] [--timeout S] [--port-base P]\n"
+            "                [--master-port P] -- CMD [ARGS...]\n"
             "  -n N               number of local ranks (1..%d)\n"
             "  --rank-table FILE  rank table to give the ranks (default: a temporary\n"
             "                     single-server table for 127.0.0.1)\n"
             "  --timeout S        end the job after S seconds (exit status 124)\n"
             "  --port-base P      LOOM_PORT_BASE for the ranks (default: LOOM_PORT_BASE,\n"
             "                     else a free region when the table is temporary)\n"
+            "  --master-port P    MASTER_PORT for env:// programs (default: a free port)\n"
             "  -h, --help         this help\n"
+            "  -V, --version      print Loom's version\n"
             "Each rank r gets LOOM_RANK_TABLE, LOOM_RANK=RANK=LOCAL_RANK=r,\n"
-            "WORLD_SIZE=LOOM_NRANKS=N; its output lines are prefixed \"[r] \".\n",
+            "WORLD_SIZE=LOCAL_WORLD_SIZE=LOOM_NRANKS=N, MASTER_ADDR=127.0.0.1 and\n"
+            "MASTER_PORT; its output lines are prefixed \"[r] \". See loom-run(1).\n",
             RUN_MAX_RANKS);
 }
 
@@ -157,9 +165,10 @@ static void run_remove_table(struct run_job *job)
 static void run_child(const struct run_job *job, int rank, int out_w, int err_w,
                       const sigset_t *oldmask, char **cmd)
 {
-    char num[16], size[16];
+    char num[16], size[16], mport[16];
     snprintf(num, sizeof(num), "%d", rank);
     snprintf(size, sizeof(size), "%d", job->nranks);
+    snprintf(mport, sizeof(mport), "%d", job->master_port);
 
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);
@@ -175,7 +184,10 @@ static void run_child(const struct run_job *job, int rank, int out_w, int err_w,
     if ((job->table[0] && setenv("LOOM_RANK_TABLE", job->table, 1) != 0) ||
         setenv("LOOM_RANK", num, 1) != 0 || setenv("RANK", num, 1) != 0 ||
         setenv("LOCAL_RANK", num, 1) != 0 || setenv("WORLD_SIZE", size, 1) != 0 ||
-        setenv("LOOM_NRANKS", size, 1) != 0) {
+        setenv("LOOM_NRANKS", size, 1) != 0 ||
+        setenv("LOCAL_WORLD_SIZE", size, 1) != 0 ||
+        setenv("MASTER_ADDR", "127.0.0.1", 1) != 0 ||
+        setenv("MASTER_PORT", mport, 1) != 0) {
         fprintf(stderr, "loom-run: rank %d: cannot set the environment: %s\n", rank,
                 strerror(errno));
         _exit(127);
@@ -520,15 +532,17 @@ int main(int argc, char **argv)
         {"rank-table", required_argument, NULL, 'r'},
         {"timeout", required_argument, NULL, 't'},
         {"port-base", required_argument, NULL, 'p'},
+        {"master-port", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    long nranks = 0, port_base = 0;
+    long nranks = 0, port_base = 0, master_port = 0;
     double timeout = 0;
     const char *table = NULL;
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "+n:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+n:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n':
             if (run_parse_int(optarg, 1, RUN_MAX_RANKS, &nranks) != 0) {
@@ -558,8 +572,18 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'm':
+            if (run_parse_int(optarg, 1, 65535, &master_port) != 0) {
+                fprintf(stderr, "loom-run: --master-port %s: expected a port in 1..65535\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'h':
             run_usage(stdout);
+            return 0;
+        case 'V':
+            printf("loom-run (Loom) %s\n", PACKAGE_VERSION);
             return 0;
         default:
             run_usage(stderr);
@@ -623,15 +647,26 @@ int main(int argc, char **argv)
         snprintf(portstr, sizeof(portstr), "%ld", port_base);
         setenv("LOOM_PORT_BASE", portstr, 1);
     } else if (!getenv("LOOM_PORT_BASE") && !table) {
-        int base = loom_net_pick_port_base(job.nranks);
+        /* one more port than ranks: the last is MASTER_PORT */
+        int base = loom_net_pick_port_base(job.nranks + 1);
         if (base == 0) {
             fprintf(stderr, "loom-run: found no %d consecutive free ports on 127.0.0.1 "
-                    "outside the ephemeral range; give --port-base\n", job.nranks);
+                    "outside the ephemeral range; give --port-base\n", job.nranks + 1);
             goto out;
         }
         snprintf(portstr, sizeof(portstr), "%d", base);
         setenv("LOOM_PORT_BASE", portstr, 1);
+        if (!master_port)
+            master_port = base + job.nranks;
     }
+    if (!master_port)
+        master_port = loom_net_pick_port_base(1);
+    if (!master_port) {
+        fprintf(stderr, "loom-run: found no free port on 127.0.0.1 outside the "
+                "ephemeral range for MASTER_PORT; give --master-port\n");
+        goto out;
+    }
+    job.master_port = (int)master_port;
 
     for (int r = 0; r < job.nranks; r++) {
         if (run_start(&job, r, &oldmask, argv + optind) != 0) {

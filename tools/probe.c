@@ -1,21 +1,24 @@
 /* probe.c - `loom-ranktable probe [FILE]` (see probe.h, docs/probe.md).
  *
  * Steps, every one bounded in time:
- *  1. Load and validate the table; open a TCP listener on this rank's table
- *     address (ephemeral port).
- *  2. Rendezvous (loom_bootstrap) at rank 0's table endpoint with the
- *     table hash: every rank learns every listener; a different table is named.
- *  3. Ranks 1..n-1 open a control connection to rank 0's listener.
+ *  1. Load and validate the table; listen on this rank's table endpoint
+ *     (address and port: the job's).
+ *  2. Ranks 1..n-1 join rank 0 at its table endpoint with their table's
+ *     hash (a different table is named); rank 0 waits for all, up to the
+ *     join timeout, and goes on with those that came. A rank that cannot
+ *     reach rank 0 goes on alone (probe_cutoff.c): it reports what it can
+ *     reach itself.
+ *  3. Sweep: every rank connects to every other rank's endpoint at once.
  *  4. Rounds (circle method): rank 0 sends GO r on every control connection;
  *     each rank tests its partner of round r (the lower rank connects, with a
  *     timeout) and answers DONE with its measurement; rank 0 waits for all
  *     DONEs before the next GO, so a dead pair delays the others by at most
- *     the timeout.
- *  5. Rank 0 prints the report, then sends END with the exit status, which
- *     every rank exits with.
+ *     the timeout. Pairs the sweep found unreachable are skipped.
+ *  5. Rank 0 prints the report (and the heat map with --plot), then sends
+ *     END with the exit status, which every rank exits with.
  *
- * This file: the schedule, the command line, the table, the listener, the
- * rendezvous and main; the wire format is in probe_internal.h. */
+ * This file: the schedule, the command line, the table, the listener and
+ * main; the wire format is in probe_internal.h. */
 #include "build_config.h"
 
 #include <errno.h>
@@ -29,8 +32,6 @@
 #include "loom.h"
 #include "util.h"
 #include "config.h"
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/oob.h"
 #include "transport/net.h"
 #include "probe.h"
 #include "probe_internal.h"
@@ -62,14 +63,19 @@ int loom_probe_peer(int n, int round, int rank)
 
 static const char probe_usage[] =
     "usage: loom-ranktable probe [FILE] [--rank N] [--json] [--timeout S]\n"
-    "                            [--size BYTES] [--iters N]\n"
+    "                            [--size BYTES] [--iters N] [--plot FILE.png]\n"
+    "       loom-ranktable probe --from-json SAVED.json [--json] [--plot FILE.png]\n"
     "Run one per rank. FILE defaults to LOOM_RANK_TABLE, then RANK_TABLE_FILE;\n"
     "the rank to --rank, then LOOM_RANK, RANK_ID, RANK, OMPI_COMM_WORLD_RANK,\n"
-    "PMI_RANK, SLURM_PROCID. --timeout: per-pair connect timeout (default 5 s);\n"
-    "--size: bandwidth message size, K/M/G suffixes (default 4M); --iters:\n"
-    "bandwidth messages each way (default 10). Rank 0 prints the report.\n"
-    "Exit status: 0 all pairs reachable, 1 unreachable pair or failure,\n"
-    "2 bad command line.\n";
+    "PMI_RANK, SLURM_PROCID. Every rank listens on its table endpoint (the\n"
+    "job's port) and joins rank 0 there within LOOM_BOOTSTRAP_TIMEOUT.\n"
+    "--timeout: per-pair connect timeout (default 5 s); --size: bandwidth\n"
+    "message size, K/M/G suffixes (default 4M); --iters: bandwidth messages\n"
+    "each way (default 10); --plot: rank 0 draws the bandwidth heat map\n"
+    "(gnuplot); --from-json: report (and plot) a run saved with --json.\n"
+    "Rank 0 prints the report; a rank that cannot reach rank 0 prints what it\n"
+    "reaches. Exit status: 0 all pairs reachable, 1 unreachable pair or\n"
+    "failure, 2 bad command line. See docs/probe.md, loom-ranktable(1).\n";
 
 static int probe_usage_error(const char *what, const char *arg)
 {
@@ -104,6 +110,8 @@ static int probe_parse(int argc, char **argv, struct probe_opts *o)
         {"timeout", required_argument, NULL, 't'},
         {"size", required_argument, NULL, 's'},
         {"iters", required_argument, NULL, 'i'},
+        {"plot", required_argument, NULL, 'p'},
+        {"from-json", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -143,6 +151,15 @@ static int probe_parse(int argc, char **argv, struct probe_opts *o)
             o->iters = (uint32_t)v;
             break;
         }
+        case 'p':
+            if (strlen(optarg) < 5 || strcmp(optarg + strlen(optarg) - 4, ".png") != 0)
+                return probe_usage_error("--plot needs a file name ending in .png, not",
+                                         optarg);
+            o->plot = optarg;
+            break;
+        case 'f':
+            o->from_json = optarg;
+            break;
         case 'h':
             fputs(probe_usage, stdout);
             return -1;
@@ -154,6 +171,13 @@ static int probe_parse(int argc, char **argv, struct probe_opts *o)
     if (optind < argc - 1)
         return probe_usage_error("give at most one FILE; extra argument",
                                  argv[optind + 1]);
+    if (o->from_json) {
+        if (optind < argc || rank_arg)
+            return probe_usage_error("--from-json reads a saved report: give no FILE "
+                                     "and no --rank", NULL);
+        o->file = o->from_json;
+        return 0;
+    }
     o->file = optind < argc ? argv[optind] : getenv("LOOM_RANK_TABLE");
     if (!o->file || !o->file[0])
         o->file = getenv("RANK_TABLE_FILE");
@@ -206,127 +230,73 @@ static int probe_load(struct probe *p)
                 p->n == 1 ? "" : "s", p->n - 1);
         return EXIT_USAGE;
     }
+    p->rank = p->o.rank;
+    if (probe_alloc(p) < 0) {
+        fprintf(stderr, "loom-ranktable probe: out of memory for %d ranks\n", p->n);
+        return EXIT_UNREACHABLE;
+    }
+    /* every rank's table endpoint: where it listens, where the others
+     * connect */
+    for (int r = 0; r < p->n; r++) {
+        loom_rank_info_t ri;
+        char e[256];
+        loom_ranktable_rank_info(p->table, r, &ri);
+        p->server_of[r] = ri.server_index;
+        if (!p->server_name[ri.server_index] &&
+            !(p->server_name[ri.server_index] = strdup(ri.server_id))) {
+            fprintf(stderr, "loom-ranktable probe: out of memory\n");
+            return EXIT_UNREACHABLE;
+        }
+        if (!ri.address ||
+            loom_net_resolve(ri.address, ri.port, &p->ep[r], &p->ep_len[r], e,
+                             sizeof e) < 0) {
+            fprintf(stderr, "loom-ranktable probe: rank %d's endpoint %s:%d: %s\n", r,
+                    ri.address ? ri.address : "(no address)", ri.port,
+                    ri.address ? e : "the table gives none");
+            return EXIT_UNREACHABLE;
+        }
+        loom_net_format((struct sockaddr *)&p->ep[r], p->ep_str[r], sizeof p->ep_str[r]);
+    }
     return 0;
 }
 
-/* A listener on this rank's table address, any port; its wire address goes
- * into ep (PROBE_EP_LEN bytes). */
-static int probe_listen(struct probe *p, uint8_t *ep, char *err, size_t errlen)
+/* Listen on this rank's table endpoint: its address and port. */
+static int probe_listen(struct probe *p, char *err, size_t errlen)
 {
-    loom_rank_info_t ri;
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    char e[256];
-    loom_ranktable_rank_info(p->table, p->rank, &ri);
-    if (loom_net_resolve(ri.address, 0, &ss, &sl, e, sizeof e) < 0) {
-        snprintf(err, errlen, "cannot use this rank's address: %s", e);
+    const struct sockaddr_storage *ss = &p->ep[p->rank];
+    int one = 1;
+    p->lfd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (p->lfd < 0 ||
+        setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(p->lfd, (const struct sockaddr *)ss, p->ep_len[p->rank]) < 0 ||
+        listen(p->lfd, p->n + 64) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot listen on %s (this rank's table endpoint): %s%s",
+                 p->ep_str[p->rank], strerror(e),
+                 e == EADDRINUSE ? " (is a job or another probe using it?)"
+                 : e == EADDRNOTAVAIL ? " (this host does not own the address: "
+                                        "run the rank on the host the table names)"
+                                      : "");
         return -1;
     }
-    p->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&ss, sl) < 0 ||
-        listen(p->lfd, p->n + 16) < 0 ||
-        getsockname(p->lfd, (struct sockaddr *)&ss, &sl) < 0) {
-        snprintf(err, errlen, "cannot listen on %s (this rank's table address): "
-                 "%s", ri.address, strerror(errno));
-        return -1;
-    }
-    loom_net_to_wire((struct sockaddr *)&ss, ep);
     return 0;
 }
 
-static const char *probe_describe(void *ctx, int rank)
-{
-    struct probe *p = ctx;
-    loom_rank_info_t ri;
-    if (loom_ranktable_rank_info(p->table, rank, &ri) != LOOM_SUCCESS)
-        return NULL;
-    snprintf(p->describe_buf, sizeof p->describe_buf, "rank %d (server %s, "
-             "%s:%d)", rank, ri.server_id, ri.address, ri.port);
-    return p->describe_buf;
-}
-
-/* Step 2: learn every rank's listener: rendezvous at rank 0's table
- * endpoint (the job's bootstrap and out-of-band service), then each rank
- * publishes its listener and looks up everyone else's. */
-#define PROBE_OOB_TAG_EP 0x0020u
-static int probe_bootstrap(struct probe *p, const uint8_t *my_ep, char *err,
-                           size_t errlen)
-{
-    uint8_t *all = calloc((size_t)p->n, PROBE_EP_LEN);
-    if (!all) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    loom_rank_info_t r0, me;
-    loom_ranktable_rank_info(p->table, 0, &r0);
-    loom_ranktable_rank_info(p->table, p->rank, &me);
-    struct loom_boot_params bp = {
-        .struct_size = sizeof bp,
-        .rank = p->rank,
-        .nranks = p->n,
-        .root_host = r0.address,
-        .root_port = r0.port,
-        .table_hash = p->hash,
-        .timeout = loom_config()->bootstrap_timeout,
-        .describe = probe_describe,
-        .describe_ctx = p,
-    };
-    char e[1024] = "";
-    int rc = 0;
-    uint8_t entry[LOOM_OOB_ENTRY_LEN];
-    struct loom_oob *oob = NULL;
-    memcpy(all + (size_t)p->rank * PROBE_EP_LEN, my_ep, PROBE_EP_LEN);
-    if (loom_oob_open(p->rank, p->n, p->rank == 0 ? r0.address : me.address,
-                      p->rank == 0 ? r0.port : 0, &oob, entry, e, sizeof e) < 0 ||
-        loom_bootstrap(&bp, oob, entry, &p->comm_id, NULL, e, sizeof e) < 0 ||
-        loom_oob_publish(oob, PROBE_OOB_TAG_EP, my_ep, PROBE_EP_LEN) < 0) {
-        /* e names rank 0's endpoint, or the rank whose table differs. */
-        snprintf(err, errlen, "%s%s", strncmp(e, "bootstrap", 9) ? "bootstrap: "
-                                                                 : "", e);
-        rc = -1;
-    }
-    for (int r = 0; rc == 0 && r < p->n; r++)
-        if (r != p->rank && loom_oob_lookup(oob, r, PROBE_OOB_TAG_EP) < 0)
-            rc = -1;
-    for (int r = 0; rc == 0 && r < p->n; r++) {
-        void *buf = NULL;
-        size_t len = 0;
-        if (r != p->rank) {
-            if (loom_oob_recv(oob, PROBE_OOB_TAG_EP, r, bp.timeout, NULL, &buf, &len) < 0 ||
-                len != PROBE_EP_LEN) {
-                snprintf(err, errlen, "rank %d's listener was not learnt: %s", r,
-                         loom_oob_error(oob));
-                free(buf);
-                rc = -1;
-                break;
-            }
-            memcpy(all + (size_t)r * PROBE_EP_LEN, buf, PROBE_EP_LEN);
-            free(buf);
-        }
-        if (loom_net_from_wire(all + (size_t)r * PROBE_EP_LEN, &p->ep[r],
-                               &p->ep_len[r]) < 0) {
-            snprintf(err, errlen, "rank %d sent a malformed endpoint", r);
-            rc = -1;
-            break;
-        }
-        loom_net_format((struct sockaddr *)&p->ep[r], p->ep_str[r],
-                        sizeof p->ep_str[r]);
-    }
-    p->oob = oob;
-    free(all);
-    return rc;
-}
-
-static int probe_alloc(struct probe *p)
+int probe_alloc(struct probe *p)
 {
     size_t n = (size_t)p->n;
     p->ep = calloc(n, sizeof *p->ep);
     p->ep_len = calloc(n, sizeof *p->ep_len);
     p->ep_str = calloc(n, sizeof *p->ep_str);
+    p->server_of = calloc(n, sizeof *p->server_of);
+    p->server_name = calloc(n, sizeof *p->server_name);
     p->ctl = malloc(n * sizeof *p->ctl);
+    p->joined = calloc(n, 1);
+    p->myreach = calloc(n, 1);
     p->links = calloc(p->rank == 0 ? n * n : 1, sizeof *p->links);
-    p->buf = calloc(1, p->o.size);
-    if (!p->ep || !p->ep_len || !p->ep_str || !p->ctl || !p->links || !p->buf)
+    p->buf = calloc(1, p->o.size ? p->o.size : 1);
+    if (!p->ep || !p->ep_len || !p->ep_str || !p->server_of || !p->server_name ||
+        !p->ctl || !p->joined || !p->myreach || !p->links || !p->buf)
         return -1;
     for (size_t r = 0; r < n; r++)
         p->ctl[r] = -1;
@@ -340,20 +310,25 @@ static void probe_free(struct probe *p)
             close(p->ctl[r]);
     if (p->lfd >= 0)
         close(p->lfd);
-    if (p->oob)
-        loom_oob_close(p->oob);
+    for (int s = 0; p->server_name && s < p->n; s++)
+        free(p->server_name[s]);
+    free(p->server_name);
+    free(p->server_of);
     free(p->ep);
     free(p->ep_len);
     free(p->ep_str);
     free(p->ctl);
+    free(p->joined);
+    free(p->myreach);
     free(p->links);
+    free(p->errs);
     free(p->buf);
     loom_ranktable_free(p->table);
 }
 
-/* For tests: LOOM_TEST_PROBE_REFUSE=R makes rank R close its listener once
- * the bootstrap is done (rank 0: once the control connections are in), so
- * every pair in which R accepts (R is the higher rank) is refused. */
+/* For tests: LOOM_TEST_PROBE_REFUSE=R makes rank R close its listener just
+ * before it joins (rank 0: once the others have joined), so every connect
+ * to R, in the sweep and in its pairs, is refused. */
 void probe_test_refuse(struct probe *p)
 {
     const char *s = getenv("LOOM_TEST_PROBE_REFUSE");
@@ -363,42 +338,61 @@ void probe_test_refuse(struct probe *p)
     }
 }
 
+/* Rank 0's report, its heat map, and the verdict. */
+static int probe_report(struct probe *p)
+{
+    int status = p->o.json ? probe_report_json(p) : probe_report_text(p);
+    fflush(stdout);
+    if (p->o.plot && probe_plot(p, p->o.plot) < 0 && status == 0)
+        status = EXIT_UNREACHABLE;
+    return status;
+}
+
+/* --from-json: the report and heat map of a saved run. */
+static int probe_saved(struct probe *p)
+{
+    int status = probe_json_load(p, p->o.from_json);
+    if (status == 0)
+        status = probe_report(p);
+    probe_free(p);
+    return status;
+}
+
 int loom_probe_main(int argc, char **argv)
 {
     struct probe p = {.lfd = -1};
     char err[1200] = "";
-    uint8_t my_ep[PROBE_EP_LEN];
     int status = probe_parse(argc, argv, &p.o);
     if (status)
         return status < 0 ? 0 : status;
-    p.rank = p.o.rank;
+    if (p.o.from_json)
+        return probe_saved(&p);
     status = probe_load(&p);
     if (status)
         goto out;
+    p.join_timeout = loom_config()->bootstrap_timeout;
     status = EXIT_UNREACHABLE;
-    if (probe_alloc(&p) < 0) {
-        snprintf(err, sizeof err, "out of memory for %d ranks", p.n);
-        goto fail;
-    }
-    if (probe_listen(&p, my_ep, err, sizeof err) < 0 ||
-        probe_bootstrap(&p, my_ep, err, sizeof err) < 0)
+    if (probe_listen(&p, err, sizeof err) < 0)
         goto fail;
     if (p.rank != 0) {
         int rc = probe_rank_run(&p, err, sizeof err);
+        if (rc == -2) {
+            status = probe_cutoff(&p, err);
+            goto out;
+        }
         if (rc < 0)
             goto fail;
         status = rc;
         goto out;
     }
-    if (probe_root_controls(&p, err, sizeof err) < 0)
+    if (probe_root_join(&p, err, sizeof err) < 0)
         goto fail;
     probe_test_refuse(&p);
     if (probe_root_rounds(&p, err, sizeof err) < 0) {
         probe_root_end(&p, EXIT_UNREACHABLE);
         goto fail;
     }
-    status = p.o.json ? probe_report_json(&p) : probe_report_text(&p);
-    fflush(stdout);
+    status = probe_report(&p);
     probe_root_end(&p, status);
     goto out;
 fail:
@@ -407,4 +401,3 @@ out:
     probe_free(&p);
     return status;
 }
-

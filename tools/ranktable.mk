@@ -1,8 +1,10 @@
 # tools/ranktable.mk: loom-ranktable (check | probe | generate).
 bin_PROGRAMS += tools/loom-ranktable
-tools_loom_ranktable_SOURCES = tools/loom-ranktable.c tools/probe.c \
-	tools/probe.h tools/probe_internal.h tools/probe_pair.c \
-	tools/probe_rounds.c tools/probe_report.c
+PROBE_SOURCES = tools/probe.c tools/probe.h tools/probe_internal.h \
+	tools/probe_pair.c tools/probe_rounds.c tools/probe_cutoff.c \
+	tools/probe_stats.c tools/probe_report.c tools/probe_json.c \
+	tools/probe_plot.c
+tools_loom_ranktable_SOURCES = tools/loom-ranktable.c $(PROBE_SOURCES)
 tools_loom_ranktable_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tools_loom_ranktable_LDADD = $(LOOM_INTERNAL_LIBS)
 
@@ -13,10 +15,13 @@ EXTRA_DIST += tests/integration/test_probe.sh docs/probe.md
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_probe
 TESTS += tests/unit/check_probe
-tests_unit_check_probe_SOURCES = tests/unit/check_probe.c tools/probe.c \
-	tools/probe.h tools/probe_internal.h tools/probe_pair.c \
-	tools/probe_rounds.c tools/probe_report.c
+tests_unit_check_probe_SOURCES = tests/unit/check_probe.c $(PROBE_SOURCES)
 tests_unit_check_probe_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) -I$(srcdir)/tools
 tests_unit_check_probe_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_probe_LDADD = $(TEST_LIBS)
 endif
+
+# Cut-off hosts across network namespaces (exit 77 without them), and the
+# made-up reports that --from-json and the heat map are tested on.
+TESTS += tests/netns/probe.sh
+EXTRA_DIST += tests/netns/probe.sh tests/integration/probe_synth.sh

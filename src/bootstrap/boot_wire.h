@@ -16,7 +16,7 @@
  *   answer (root -> rank, 8 bytes + body): magic "BLAN" u32 | version u16 |
  *          status u16; status 0: comm_id u64 | nranks u32 | parent u32 |
  *          the parent's entry (LOOM_OOB_ENTRY_LEN bytes): the rank then takes
- *          the job's table of entries from its parent in a binary tree over
+ *          the job's table of entries from its parent in a tree (fan-out 8) over
  *          the ranks, through the out-of-band service, so that rank 0 sends
  *          O(N) bytes in all; otherwise refused, status = -loom_result_t:
  *          len u32 | message */

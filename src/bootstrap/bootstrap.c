@@ -41,6 +41,9 @@
 #define BOOT_REPORT_FIRST 3.0   /* seconds before rank 0 names missing ranks */
 #define BOOT_REPORT_EVERY 5.0   /* and again every so often                  */
 #define BOOT_LINGER 2.0         /* refusing latecomers after a fatal refusal */
+/* The table spreads down a tree of this fan-out: rank 0 hands it to this
+ * many ranks, each of them to as many more (8: 512 ranks in 3 levels). */
+#define BOOT_FANOUT 8
 
 /* Bytes this rank moved on bootstrap sockets (the calling thread's job). */
 static __thread struct loom_boot_stats boot_count;
@@ -97,12 +100,13 @@ static void refuse(int fd, loom_result_t why, const char *msg, double deadline)
 }
 
 /* Rank r's table has reached its subtree: wait for its children's word
- * (ranks 2r+1 and 2r+2), then tell its parent. When rank 0 returns, every
+ * (ranks 8r+1 .. 8r+8), then tell its parent. When rank 0 returns, every
  * rank holds the table, so no rank can later be stranded by one that left. */
 static loom_result_t tree_ack(const struct loom_boot_params *p, struct loom_oob *oob,
                               double deadline, char *err, size_t errlen)
 {
-    for (int c = 2 * p->rank + 1; c <= 2 * p->rank + 2 && c < p->nranks; c++) {
+    for (int c = BOOT_FANOUT * p->rank + 1;
+         c <= BOOT_FANOUT * p->rank + BOOT_FANOUT && c < p->nranks; c++) {
         void *buf = NULL;
         double left = deadline - loom_now();
         loom_result_t res = loom_oob_recv(oob, LOOM_OOB_TAG_TABLE_ACK, c,
@@ -118,7 +122,7 @@ static loom_result_t tree_ack(const struct loom_boot_params *p, struct loom_oob 
     }
     if (p->rank == 0)
         return LOOM_SUCCESS;
-    return loom_oob_send(oob, (p->rank - 1) / 2, LOOM_OOB_TAG_TABLE_ACK, "", 0);
+    return loom_oob_send(oob, (p->rank - 1) / BOOT_FANOUT, LOOM_OOB_TAG_TABLE_ACK, "", 0);
 }
 
 struct root_state {
@@ -288,7 +292,7 @@ static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
     uint8_t buf[BOOT_ANSWER_LEN + 16 + LOOM_OOB_ENTRY_LEN];
     loom_result_t res = LOOM_SUCCESS;
     for (int r = 1; r < p->nranks && res == LOOM_SUCCESS; r++) {
-        int parent = (r - 1) / 2;
+        int parent = (r - 1) / BOOT_FANOUT;
         loom_put_le32(buf, BOOT_ANSWER_MAGIC);
         loom_put_le16(buf + 4, BOOT_VERSION);
         loom_put_le16(buf + 6, 0);
@@ -313,11 +317,22 @@ static loom_result_t root_send_answers(struct root_state *st, uint64_t comm_id,
     return res;
 }
 
-/* Wakes rank 0's bootstrap when its out-of-band service hands it a socket. */
-static void root_notify(void *ctx)
+/* What the out-of-band service wakes during the bootstrap: `any` on every
+ * arrival (rank 0 takes joining sockets), `abort` once the job is aborted
+ * (every wait of the bootstrap watches it). Both exist only meanwhile. */
+struct boot_wake {
+    struct loom_oob *oob;
+    int any, abort;
+};
+
+static void boot_notify(void *ctx)
 {
+    struct boot_wake *w = ctx;
     uint64_t one = 1;
-    if (write(*(int *)ctx, &one, sizeof one) < 0) {
+    if (w->any >= 0 && write(w->any, &one, sizeof one) < 0) {
+        /* saturated: readable anyway */
+    }
+    if (loom_oob_aborted(w->oob) && write(w->abort, &one, sizeof one) < 0) {
         /* saturated: readable anyway */
     }
 }
@@ -349,8 +364,9 @@ static int root_adopt(struct root_state *st, struct boot_conn *c, int fd,
 
 static loom_result_t root_exchange(const struct loom_boot_params *p,
                                    const struct loom_auth_key *key,
-                                   struct loom_oob *oob, const uint8_t *entry,
-                                   uint64_t *comm_id, char *err, size_t errlen)
+                                   struct loom_oob *oob, struct boot_wake *bw,
+                                   const uint8_t *entry, uint64_t *comm_id, char *err,
+                                   size_t errlen)
 {
     double start = loom_now(), deadline = start + p->timeout;
     double report_at = start + (p->report_first > 0 ? p->report_first : BOOT_REPORT_FIRST);
@@ -358,13 +374,13 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
     loom_result_t res = LOOM_SUCCESS;
     int nconn = 0;
     int maxconn = p->nranks - 1 + BOOT_STRANGERS_MAX;
-    int evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int evfd = bw->any;
     struct root_state st = {.p = p, .err = err, .errlen = errlen, .key = key};
     st.rank_fd = malloc(sizeof *st.rank_fd * (size_t)p->nranks);
     st.table = calloc((size_t)p->nranks, LOOM_OOB_ENTRY_LEN);
     struct boot_conn *conns = calloc((size_t)maxconn, sizeof *conns);
     struct pollfd *pfds = calloc((size_t)maxconn + 2, sizeof *pfds);
-    if (!st.rank_fd || !st.table || !conns || !pfds || evfd < 0) {
+    if (!st.rank_fd || !st.table || !conns || !pfds) {
         snprintf(err, errlen, "bootstrap: out of memory for %d ranks", p->nranks);
         res = LOOM_ERROR_NO_MEMORY;
         goto out;
@@ -372,7 +388,6 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
     for (int r = 0; r < p->nranks; r++)
         st.rank_fd[r] = -1;
     memcpy(st.table, entry, LOOM_OOB_ENTRY_LEN);
-    loom_oob_set_notify(oob, root_notify, &evfd);
     double linger_until = 0;
     while (st.joined < p->nranks - 1 || st.fatal < 0) {
         double now = loom_now(), left = deadline - now;
@@ -418,7 +433,7 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                 nconn++;
         }
         pfds[0] = (struct pollfd){.fd = evfd, .events = POLLIN};
-        pfds[1] = (struct pollfd){.fd = loom_oob_abort_fd(oob), .events = POLLIN};
+        pfds[1] = (struct pollfd){.fd = bw->abort, .events = POLLIN};
         for (int i = 0; i < nconn; i++)
             pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
         double until = st.fatal < 0 ? linger_until : deadline;
@@ -474,7 +489,7 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
         goto out;
     }
     double send_deadline = deadline > loom_now() + 10.0 ? deadline : loom_now() + 10.0;
-    res = root_send_answers(&st, *comm_id, send_deadline, loom_oob_abort_fd(oob));
+    res = root_send_answers(&st, *comm_id, send_deadline, bw->abort);
     if (res == LOOM_SUCCESS)
         res = tree_ack(p, oob, send_deadline, err, errlen);
     if (res == LOOM_SUCCESS)
@@ -483,7 +498,6 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                   (unsigned long long)*comm_id);
 
 out:
-    loom_oob_set_notify(oob, NULL, NULL);
     if (st.rank_fd && res < 0) {
         /* Tell the ranks that did join why the job stops. */
         char msg[BOOT_MSG_MAX];
@@ -509,8 +523,6 @@ out:
     free(st.table);
     free(conns);
     free(pfds);
-    if (evfd >= 0)
-        close(evfd);
     return res;
 }
 
@@ -600,11 +612,12 @@ static loom_result_t link_error(const struct loom_boot_params *p, loom_result_t 
 
 static loom_result_t peer_exchange(const struct loom_boot_params *p,
                                    const struct loom_auth_key *key,
-                                   struct loom_oob *oob, const uint8_t *entry,
-                                   uint64_t *comm_id, char *err, size_t errlen)
+                                   struct loom_oob *oob, struct boot_wake *bw,
+                                   const uint8_t *entry, uint64_t *comm_id, char *err,
+                                   size_t errlen)
 {
     double deadline = loom_now() + p->timeout;
-    int wake_fd = loom_oob_abort_fd(oob);
+    int wake_fd = bw->abort;
     struct sockaddr_storage ss;
     socklen_t sl;
     char e[256];
@@ -812,6 +825,19 @@ loom_result_t loom_bootstrap(const struct loom_boot_params *p, struct loom_oob *
     }
     double start = loom_now();
     loom_result_t res;
+    struct boot_wake bw = {.oob = oob, .any = -1, .abort = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+    if (p->rank == 0 && p->nranks > 1)
+        bw.any = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (bw.abort < 0 || (p->rank == 0 && p->nranks > 1 && bw.any < 0)) {
+        snprintf(err, errlen, "bootstrap: eventfd: %s", strerror(errno));
+        if (bw.abort >= 0)
+            close(bw.abort);
+        loom_auth_key_clear(&own);
+        return LOOM_ERROR_SYSTEM;
+    }
+    loom_oob_set_notify(oob, boot_notify, &bw);
+    if (loom_oob_aborted(oob))
+        boot_notify(&bw);
     if (p->nranks == 1) {
         *comm_id = new_comm_id();
         loom_oob_set_table(oob, entry);
@@ -821,10 +847,14 @@ loom_result_t loom_bootstrap(const struct loom_boot_params *p, struct loom_oob *
                  p->root_host ? p->root_host : "(none)", p->root_port);
         res = LOOM_ERROR_INVALID_ARGUMENT;
     } else if (p->rank == 0) {
-        res = root_exchange(p, key, oob, entry, comm_id, err, errlen);
+        res = root_exchange(p, key, oob, &bw, entry, comm_id, err, errlen);
     } else {
-        res = peer_exchange(p, key, oob, entry, comm_id, err, errlen);
+        res = peer_exchange(p, key, oob, &bw, entry, comm_id, err, errlen);
     }
+    loom_oob_set_notify(oob, NULL, NULL);
+    close(bw.abort);
+    if (bw.any >= 0)
+        close(bw.any);
     loom_auth_key_clear(&own);
     if (stats) {
         uint64_t os = 0, orr = 0;

@@ -12,7 +12,7 @@
  * names them every few seconds; at the timeout its error names every
  * missing rank (through describe); the others' error names the root. Once
  * all have arrived rank 0 answers each with the job id and its parent in a
- * binary tree; each rank takes the table of all entries from its parent
+ * tree of fan-out 8; each rank takes the table of all entries from its parent
  * through the out-of-band service and serves it to its children: rank 0
  * sends and receives O(N) bytes in all. */
 #ifndef LOOM_BOOTSTRAP_H

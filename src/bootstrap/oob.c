@@ -135,7 +135,7 @@ struct oob_job {
     uint8_t *table;                  /* nranks entries                       */
     uint8_t *have;                   /* entry r is known                     */
     int complete;
-    int lfd, kick, abort_fd;
+    int lfd, kick;
     pthread_t thread;
     int thread_started, stop, closing, aborted;
     int nviews;
@@ -948,8 +948,6 @@ static void job_free(struct oob_job *j)
         close(j->lfd);
     if (j->kick >= 0)
         close(j->kick);
-    if (j->abort_fd >= 0)
-        close(j->abort_fd);
     loom_auth_key_clear(&j->key);
     free(j->outs);
     for (int r = 0; j->peer_msg && r < j->nranks; r++)
@@ -991,7 +989,7 @@ static loom_result_t job_new(int rank, int nranks, struct oob_job **out, char *e
     pthread_cond_init(&j->cv, NULL);
     j->rank = rank;
     j->nranks = nranks;
-    j->lfd = j->kick = j->abort_fd = -1;
+    j->lfd = j->kick = -1;
     j->connect_timeout = loom_config()->bootstrap_timeout;
     *out = j;
     j->table = calloc((size_t)nranks, LOOM_OOB_ENTRY_LEN);
@@ -1007,8 +1005,7 @@ static loom_result_t job_new(int rank, int nranks, struct oob_job **out, char *e
     if (res < 0)
         return res;
     j->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    j->abort_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (j->kick < 0 || j->abort_fd < 0) {
+    if (j->kick < 0) {
         snprintf(err, errlen, "eventfd: %s", strerror(errno));
         return LOOM_ERROR_SYSTEM;
     }
@@ -1165,7 +1162,13 @@ const uint8_t *loom_oob_table(const struct loom_oob *v)
 uint64_t loom_oob_host(const struct loom_oob *v, int r)
 {
     return loom_get_le64(v->job->table + (size_t)job_rank(v, r) * LOOM_OOB_ENTRY_LEN +
-                         LOOM_NET_WIRE_ADDR_LEN);
+                         LOOM_OOB_ENTRY_HOST);
+}
+
+uint32_t loom_oob_flags(const struct loom_oob *v, int r)
+{
+    return loom_get_le32(v->job->table + (size_t)job_rank(v, r) * LOOM_OOB_ENTRY_LEN +
+                         LOOM_OOB_ENTRY_FLAGS);
 }
 
 loom_result_t loom_oob_view(struct loom_oob *parent, const int *ranks, int n, int me,
@@ -1213,6 +1216,20 @@ void loom_oob_close(struct loom_oob *v)
         pp = &(*pp)->next;
     if (*pp)
         *pp = v->next;
+    /* what this view published (a handler's context dies with it) */
+    for (struct oob_pub **qp = &j->pubs; *qp;) {
+        struct oob_pub *pb = *qp;
+        int shared = 0;
+        for (struct loom_oob *o = j->views; o; o = o->next)
+            shared |= o->ns == v->ns;
+        if (pb->ns == v->ns && !shared) {
+            *qp = pb->next;
+            free(pb->blob);
+            free(pb);
+        } else {
+            qp = &pb->next;
+        }
+    }
     int last = --j->nviews == 0;
     if (last) {
         /* let what is queued go, for a second at most */
@@ -1246,23 +1263,14 @@ void loom_oob_abort(struct loom_oob *v)
 {
     struct oob_job *j = v->job;
     __atomic_store_n(&j->aborted, 1, __ATOMIC_RELEASE);
-    uint64_t one = 1;
-    if (write(j->abort_fd, &one, sizeof one) < 0) {
-        /* saturated: already readable */
-    }
     pthread_mutex_lock(&j->lock);
-    pthread_cond_broadcast(&j->cv);
+    notify_all(j); /* waits on the views' notifications learn it */
     pthread_mutex_unlock(&j->lock);
 }
 
 int loom_oob_aborted(const struct loom_oob *v)
 {
     return __atomic_load_n(&v->job->aborted, __ATOMIC_ACQUIRE);
-}
-
-int loom_oob_abort_fd(const struct loom_oob *v)
-{
-    return v->job->abort_fd;
 }
 
 void loom_oob_counters(const struct loom_oob *v, uint64_t *sent, uint64_t *received)

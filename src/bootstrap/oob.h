@@ -50,9 +50,13 @@ struct loom_auth_key;
 #define LOOM_OOB_KIND_BOOT 0x54534f42u /* "BOST": a rank joining at rank 0   */
 #define LOOM_OOB_KIND_VERBS 0x42525656u /* "VVRB": a verbs control socket  */
 
-/* What bootstrap records of each rank: its OOB address and a hash naming
- * its host (boot id and host name), 28 bytes on the wire. */
-#define LOOM_OOB_ENTRY_LEN 28
+/* What bootstrap records of each rank, 32 bytes on the wire: its OOB
+ * address (20), a hash naming its host (boot id and host name, 8) and flags
+ * (4; LOOM_OOB_FLAG_*). */
+#define LOOM_OOB_ENTRY_LEN 32
+#define LOOM_OOB_ENTRY_HOST 20       /* offset of the host hash             */
+#define LOOM_OOB_ENTRY_FLAGS 28      /* offset of the flags                 */
+#define LOOM_OOB_FLAG_SHM 0x1u       /* the rank would share memory (LOOM_SHM) */
 
 /* ---- the job (bootstrap/comm creation) ----------------------------------- */
 
@@ -76,8 +80,9 @@ loom_result_t loom_oob_set_entry(struct loom_oob *oob, int rank,
 loom_result_t loom_oob_set_table(struct loom_oob *oob, const uint8_t *table);
 /* The table as the job knows it (NULL before it is complete). */
 const uint8_t *loom_oob_table(const struct loom_oob *oob);
-/* Host hash of (view) rank r from the table. */
+/* Host hash and flags of (view) rank r from the table. */
 uint64_t loom_oob_host(const struct loom_oob *oob, int r);
+uint32_t loom_oob_flags(const struct loom_oob *oob, int r);
 /* A view for a communicator: its ranks are ranks[0..n) of parent (by parent
  * rank), its namespace ns (the new communicator's id); me is this rank's
  * place in it. Holds a reference on the job. */
@@ -87,12 +92,9 @@ loom_result_t loom_oob_view(struct loom_oob *parent, const int *ranks, int n,
  * view. Messages not yet delivered are given up to a second to go. */
 void loom_oob_close(struct loom_oob *oob);
 /* Any thread: every wait on this job (loom_oob_recv, bootstrap) returns
- * LOOM_ERROR_ABORTED. */
+ * LOOM_ERROR_ABORTED; the views' notify functions are called. */
 void loom_oob_abort(struct loom_oob *oob);
 int loom_oob_aborted(const struct loom_oob *oob);
-/* The fd that is readable once loom_oob_abort was called (for bootstrap's
- * own polls). */
-int loom_oob_abort_fd(const struct loom_oob *oob);
 /* Bytes this rank's service has sent and received, for scale reports. */
 void loom_oob_counters(const struct loom_oob *oob, uint64_t *sent, uint64_t *received);
 

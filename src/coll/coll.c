@@ -268,7 +268,17 @@ loom_result_t loom_allreduce_begin(struct loom_comm *comm, struct loom_op *op,
     return LOOM_SUCCESS;
 }
 
+static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op);
+
 loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
+{
+    loom_result_t res = coll_run_algo(comm, op);
+    if (res == LOOM_SUCCESS && comm->env_busy)
+        res = loom_p2p_env_drain(comm, op);
+    return res;
+}
+
+static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op)
 {
     enum loom_algo a = loom_coll_select(comm, op);
     if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) {
@@ -314,4 +324,16 @@ loom_result_t loom_coll_run(struct loom_comm *comm, struct loom_op *op)
     }
     loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "unknown op kind %d", op->kind);
     return LOOM_ERROR_INTERNAL;
+}
+
+void loom_coll_warm(struct loom_comm *comm)
+{
+    if (!comm->tx || comm->nranks < 2)
+        return;
+    int peers[32];
+    int k = loom_rd_partners(comm->rank, comm->nranks, peers, 32);
+    for (int i = 0; i < k; i++)
+        if (!comm->peer_used[peers[i]] &&
+            comm->tx->ops->connect(comm->tx, peers[i]) == LOOM_SUCCESS)
+            comm->peer_used[peers[i]] = 1;
 }

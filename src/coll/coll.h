@@ -61,6 +61,8 @@ struct loom_waiter {
     uint64_t idle_since_ns;
     unsigned spins;
     int stall_warned;
+    uint64_t probe_next_ns;   /* next "which call are you in?" to a blocker */
+    int probe_peer;           /* asked, answer not yet read (-1 none)       */
 };
 
 void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
@@ -103,6 +105,12 @@ loom_result_t loom_p2p_settle(struct loom_waiter *w, int moved,
 /* A request completed with an error: record it on the comm. */
 loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
                                   const struct loom_tx_req *req);
+/* After an algorithm finished on a transport that does not check
+ * fingerprints: wait for the op's envelopes and check them, so that a call
+ * never succeeds on a peer's message of another call. */
+loom_result_t loom_p2p_env_drain(struct loom_comm *comm, struct loom_op *op);
+/* Free the envelopes (the transport is closed by then). */
+void loom_p2p_env_free(struct loom_comm *comm);
 
 /* ---- algorithms ---------------------------------------------------------- */
 /* The start of an allreduce that reduces in the receive buffer (rd, rhd):
@@ -117,6 +125,12 @@ loom_result_t loom_ring_allgather(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_ring_reduce_scatter(struct loom_comm *comm,
                                        struct loom_op *op);
 loom_result_t loom_rd_allreduce(struct loom_comm *comm, struct loom_op *op);
+/* The ranks recursive doubling exchanges with (at most max of them). */
+int loom_rd_partners(int rank, int n, int *out, int max);
+/* Start connecting (without waiting) to the peers small allreduces use on
+ * every call, so that the first call's handshakes overlap instead of
+ * running one after another; every other peer is connected on first use. */
+void loom_coll_warm(struct loom_comm *comm);
 loom_result_t loom_chain_broadcast(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_chain_reduce(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_binomial_broadcast(struct loom_comm *comm,

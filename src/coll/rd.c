@@ -54,3 +54,13 @@ loom_result_t loom_rd_allreduce(struct loom_comm *comm, struct loom_op *op)
         loom_reduce_avg_finish(buf, op->count, op->dtype, n);
     return LOOM_SUCCESS;
 }
+
+int loom_rd_partners(int rank, int n, int *out, int max)
+{
+    int p = loom_pow2_floor(n), v = loom_fold_vrank(rank, n, p), k = 0;
+    if (rank < 2 * (n - p) && k < max)
+        out[k++] = v < 0 ? rank + 1 : rank - 1;
+    for (int mask = 1; v >= 0 && mask < p && k < max; mask <<= 1)
+        out[k++] = loom_fold_rank(v ^ mask, n, p);
+    return k;
+}

@@ -21,7 +21,8 @@ static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
         vsnprintf(comm->errmsg, sizeof comm->errmsg, fmt, ap);
     pthread_mutex_unlock(&comm->lock);
     va_end(ap);
-    LOOM_WARN(LOOM_SUB_COLL, "%s", comm->errmsg);
+    /* returned to the caller, who reports it: INFO (loom_comm_set_error) */
+    LOOM_INFO(LOOM_SUB_COLL, "%s", comm->errmsg);
     return LOOM_ERROR_INVALID_ARGUMENT;
 }
 

@@ -18,17 +18,18 @@
 #include "coll/coll.h"
 #include "comm.h"
 #include "config.h"
+#include "launch.h"
 #include "shm/shm.h"
 #include "util.h"
 
-void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
-                         const char *fmt, ...)
+/* The error goes back to the caller, who reports it: logged at INFO, so
+ * that it shows once on stderr (the program's line) and still takes its
+ * place among the other lines of a LOOM_DEBUG=INFO log. */
+static void comm_set_error_v(struct loom_comm *comm, unsigned subsys, loom_result_t res,
+                             const char *fmt, va_list ap)
 {
     char msg[sizeof comm->errmsg];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     pthread_mutex_lock(&comm->lock);
     int first = comm->error == LOOM_SUCCESS;
     if (first) {
@@ -37,7 +38,25 @@ void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
     }
     pthread_mutex_unlock(&comm->lock);
     if (first)
-        LOOM_WARN(LOOM_SUB_INIT, "%s", msg);
+        LOOM_INFO(subsys, "%s", msg);
+}
+
+void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
+                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    comm_set_error_v(comm, LOOM_SUB_COLL, res, fmt, ap);
+    va_end(ap);
+}
+
+void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
+                             loom_result_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    comm_set_error_v(comm, subsys, res, fmt, ap);
+    va_end(ap);
 }
 
 loom_result_t loom_comm_error(struct loom_comm *comm)
@@ -89,6 +108,7 @@ static void comm_free(struct loom_comm *comm)
     loom_shm_destroy(comm);
     if (comm->tx)
         loom_tx_close(comm->tx);
+    loom_p2p_env_free(comm);
     if (comm->oob)
         loom_oob_close(comm->oob);
     free(comm->peer_used);
@@ -117,6 +137,7 @@ static struct loom_comm *comm_alloc(int rank, int nranks)
     comm->rank = rank;
     comm->nranks = nranks;
     comm->blame = -1;
+    comm->device_id = -1;
     pthread_mutex_init(&comm->lock, NULL);
     pthread_cond_init(&comm->work_cv, NULL);
     pthread_cond_init(&comm->done_cv, NULL);
@@ -241,6 +262,10 @@ static loom_result_t comm_topology(struct loom_comm *comm)
 static loom_result_t comm_finish(struct loom_comm *comm)
 {
     LOOM_CHECK(comm_topology(comm));
+    /* a stalled peer may ask which call this rank is in (coll/p2p.c) */
+    loom_oob_set_handler(comm->oob, LOOM_OOB_TAG_CALL, loom_trace_answer, comm);
+    if (!comm->shm) /* one server in shared memory needs no network */
+        loom_coll_warm(comm);
     LOOM_CHECK(loom_comm_start(comm));
     loom_trace_register(comm);
     return LOOM_SUCCESS;
@@ -336,7 +361,8 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
                               comm->rank, err);
         return res;
     }
-    loom_put_le64(entry + LOOM_NET_WIRE_ADDR_LEN, host_hash());
+    loom_put_le64(entry + LOOM_OOB_ENTRY_HOST, host_hash());
+    loom_put_le32(entry + LOOM_OOB_ENTRY_FLAGS, cfg->shm ? LOOM_OOB_FLAG_SHM : 0);
     struct loom_boot_params bp = {
         .struct_size = sizeof bp,
         .rank = comm->rank,
@@ -462,6 +488,7 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
     }
     if (res == LOOM_SUCCESS) {
         snprintf(comm->local_addr, sizeof comm->local_addr, "%s", me.address);
+        comm->device_id = me.device_id;
         res = comm_setup(comm);
     }
     char root_host[64];
@@ -553,14 +580,6 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
             return LOOM_ERROR_INVALID_ARGUMENT;
         }
         snprintf(host, sizeof host, "%s", a);
-        if (nranks < 0 && parse_int(getenv("WORLD_SIZE"), &nranks) < 0) {
-            loom_set_thread_error("env://: WORLD_SIZE is not set to a number");
-            return LOOM_ERROR_INVALID_ARGUMENT;
-        }
-        if (rank < 0 && parse_int(getenv("RANK"), &rank) < 0) {
-            loom_set_thread_error("env://: RANK is not set to a number");
-            return LOOM_ERROR_INVALID_ARGUMENT;
-        }
     } else if (strncmp(url, "tcp://", 6) == 0) {
         const char *h = url + 6, *colon;
         size_t hl;
@@ -594,6 +613,30 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
     if (port < 1 || port > 65535) {
         loom_set_thread_error("%s: port %d is not in 1..65535", url, port);
         return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (nranks < 0 || rank < 0) {
+        /* -1: what the launcher says (launch.h: RANK and WORLD_SIZE,
+         * OMPI_COMM_WORLD_RANK and _SIZE, ...) */
+        struct loom_launch l;
+        char err[256];
+        if (loom_launch_read(&l, err, sizeof err) < 0) {
+            loom_set_thread_error("%s: %s", url, err);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (rank < 0 && l.rank < 0) {
+            loom_set_thread_error("%s: rank -1 and no launcher gives one: set RANK "
+                                  "and WORLD_SIZE (or %s)", url, loom_launch_rank_vars);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (nranks < 0 && l.nranks < 0) {
+            loom_set_thread_error("%s: nranks -1 and %s gives rank %d but %s is not set",
+                                  url, l.rank_var, l.rank, l.size_var);
+            return LOOM_ERROR_INVALID_ARGUMENT;
+        }
+        if (rank < 0)
+            rank = l.rank;
+        if (nranks < 0)
+            nranks = l.nranks;
     }
     if (nranks < 1 || rank < 0 || rank >= nranks) {
         loom_set_thread_error("%s: rank %d is not in 0..%d (nranks %d)", url, rank,
@@ -653,28 +696,30 @@ LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
     if (!path || !*path)
         path = getenv("RANK_TABLE_FILE");
     if (!path || !*path) {
+        /* no table: a torchrun-style rendezvous when one is given */
+        const char *a = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
+        if (a && *a && p && *p)
+            return loom_comm_init_url("env://", -1, -1, out);
         loom_set_thread_error("loom_comm_init_env: set LOOM_RANK_TABLE (or "
-                              "RANK_TABLE_FILE) to the rank table's path");
+                              "RANK_TABLE_FILE) to the rank table's path, or "
+                              "MASTER_ADDR and MASTER_PORT to rank 0's address "
+                              "(env://, with RANK and WORLD_SIZE)");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    static const char *const vars[] = {"LOOM_RANK", "RANK_ID", "RANK",
-                                       "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                       "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (!v || !*v)
-            continue;
-        int rank;
-        if (parse_int(v, &rank) < 0) {
-            loom_set_thread_error("loom_comm_init_env: %s=%s is not a rank number",
-                                  vars[i], v);
-            return LOOM_ERROR_INVALID_ARGUMENT;
-        }
-        return loom_comm_init_ranktable(path, rank, out);
+    int rank = -1;
+    const char *var = NULL;
+    char err[256];
+    int rc = loom_launch_rank(&rank, &var, err, sizeof err);
+    if (rc < 0) {
+        loom_set_thread_error("loom_comm_init_env: %s", err);
+        return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    loom_set_thread_error("loom_comm_init_env: no rank given: set LOOM_RANK (or "
-                          "RANK_ID, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)");
-    return LOOM_ERROR_INVALID_ARGUMENT;
+    if (rc > 0) {
+        loom_set_thread_error("loom_comm_init_env: no rank given: set %s",
+                              loom_launch_rank_vars);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    return loom_comm_init_ranktable(path, rank, out);
 }
 
 LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
@@ -682,8 +727,8 @@ LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
     if (!comm)
         return LOOM_ERROR_INVALID_ARGUMENT;
     __atomic_store_n(&comm->aborted, 1, __ATOMIC_RELEASE);
-    loom_comm_set_error(comm, LOOM_ERROR_ABORTED, "rank %d: aborted by loom_comm_abort",
-                        comm->rank);
+    loom_comm_set_error_sub(comm, LOOM_SUB_INIT, LOOM_ERROR_ABORTED,
+                            "rank %d: aborted by loom_comm_abort", comm->rank);
     if (comm->oob)
         loom_oob_abort(comm->oob);
     if (comm->tx && comm->tx->ops->wake)
@@ -844,6 +889,12 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
             if (members[i].rank == parent->ring[p])
                 comm->ring[k++] = i;
     memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
+    /* the parent's device: its table's device_id, else its local rank */
+    comm->device_id = parent->device_id;
+    if (comm->device_id < 0) {
+        int psize;
+        local_place(parent, &comm->device_id, &psize);
+    }
     uint64_t h = parent->comm_id;
     h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
                    sizeof parent->split_count);
@@ -861,7 +912,8 @@ LOOM_API loom_result_t loom_comm_split(loom_comm_t parent, int color, int key,
         res = loom_tx_open(parent->tx ? parent->tx->ops : &loom_tcp_transport, &tp,
                            &comm->tx);
         if (res < 0)
-            loom_comm_set_error(parent, res, "loom_comm_split: %s", loom_thread_error());
+            loom_comm_set_error_sub(parent, LOOM_SUB_INIT, res, "loom_comm_split: %s",
+                                    loom_thread_error());
     }
     if (res == LOOM_SUCCESS)
         res = comm_finish(comm);

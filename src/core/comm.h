@@ -10,6 +10,8 @@
 #include "trace.h"
 #include "transport/transport.h"
 
+struct loom_env;
+
 struct loom_comm {
     int rank;
     int nranks;
@@ -37,6 +39,8 @@ struct loom_comm {
     int local_index;              /* this rank's place in local_ranks        */
     int *server_of;               /* rank table's server index of each rank;
                                      NULL for tcp:// and split communicators */
+    int device_id;                /* rank table's device_id of this rank;
+                                     -1 without a table (split: the parent's) */
     void *shm;                    /* shared-memory state (src/shm), or NULL  */
 
     /* tuning, from the configuration at creation */
@@ -68,6 +72,9 @@ struct loom_comm {
     size_t scratch_size;
     struct loom_tx_req *reqs;
     size_t nreqs;
+    /* envelopes: the call's fingerprint sent ahead of each message when the
+     * transport does not check fingerprints itself (coll/p2p.c) */
+    struct loom_env *env_busy, *env_free;
 
     int split_count;              /* for unique ids of children              */
 
@@ -76,10 +83,17 @@ struct loom_comm {
     double stall_warn;
 };
 
-/* Record an error on comm (first one is sticky) and log it at WARN. */
+/* Record an error on comm (the first one is sticky). The calls on comm
+ * return it, so it is logged at INFO only (once on stderr: where the caller
+ * prints it), under COLL: nearly every caller is an operation's code. */
 void loom_comm_set_error(struct loom_comm *comm, loom_result_t res,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, logged under subsys (LOOM_SUB_INIT for the communicator's own
+ * life: abort, split; LOOM_SUB_STREAM for stream hooks). */
+void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
+                             loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* The sticky error (LOOM_SUCCESS when none), read under the lock. */
 loom_result_t loom_comm_error(struct loom_comm *comm);

@@ -37,6 +37,8 @@ struct loom_config {
     char ib_hca[128];             /* LOOM_IB_HCA: verbs device[:port] ("" auto) */
     int ib_gid_index;             /* LOOM_IB_GID_INDEX (-1 = by device_ip)     */
     int cuda_device;              /* LOOM_CUDA_DEVICE (-1 = the table's device_id) */
+    size_t stage_chunk;           /* LOOM_STAGE_CHUNK: bytes staged per piece  */
+    int stage_slots;              /* LOOM_STAGE_SLOTS: staging pieces per stream */
 };
 
 /* The configuration, read on first use (thread-safe); never NULL. */

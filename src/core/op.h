@@ -44,6 +44,11 @@ struct loom_op {
                                LOOM_SEQ_INTERNAL set and count apart         */
     int internal;           /* Loom's own set-up call (loom_comm_internal)   */
     enum loom_mem_type mem; /* of sendbuf/recvbuf as the algorithm sees them */
+    /* device-buffer staging (src/stream/stage.c), set at enqueue: a call
+     * on an adapter's stream whose buffers are device memory runs as
+     * npieces calls numbered seq .. seq + npieces - 1 */
+    unsigned stage_dev;     /* bit 0: sendbuf, bit 1: recvbuf is device memory */
+    uint32_t npieces;       /* 1 unless staged                               */
     /* stream bookkeeping (stream == NULL: blocking caller) */
     struct loom_stream *stream;
     uint64_t ticket;

@@ -20,10 +20,8 @@
 static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
 {
     loom_result_t res = LOOM_SUCCESS;
-    struct loom_stage st;
-    memset(&st, 0, sizeof st);
     if (op->stream)
-        res = loom_stream_op_begin(op->stream, op, comm->nranks, comm->rank, &st);
+        res = loom_stream_op_begin(op->stream, comm, op);
     if (res < 0) {
         loom_comm_set_error(comm, res, "%s #%llu: the stream's hooks failed (%s)",
                             loom_op_kind_name(op->kind), (unsigned long long)op->seq,
@@ -34,7 +32,9 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         res = LOOM_ERROR_ABORTED;
     } else {
         loom_trace_start(comm, op);
-        res = loom_coll_run(comm, op);
+        /* a stream op with device buffers runs in staged pieces */
+        res = op->stream ? loom_stream_op_run(op->stream, comm, op)
+                         : loom_coll_run(comm, op);
     }
     loom_trace_end(comm, op, res);
     if (res == LOOM_ERROR_TIMEOUT)
@@ -49,7 +49,7 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         comm->tx->ops->shutdown(comm->tx, res);
     }
     if (op->stream)
-        loom_stream_op_end(op->stream, op, &st, res);
+        loom_stream_op_end(op->stream, op, res);
     return res;
 }
 
@@ -163,13 +163,15 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
         return LOOM_ERROR_NO_MEMORY;
     }
     *q = *op;
-    loom_result_t res = loom_stream_enqueue(q->stream, q);
+    loom_result_t res = loom_stream_enqueue(q->stream, comm, q);
     if (res < 0) {
         comm->next_seq -= !op->internal;
         pthread_mutex_unlock(&comm->lock);
         free(q);
         return res;
     }
+    /* a staged op runs as npieces calls, numbered from its own */
+    comm->next_seq += q->npieces - 1;
     append(comm, q);
     pthread_mutex_unlock(&comm->lock);
     return LOOM_SUCCESS;

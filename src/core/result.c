@@ -39,15 +39,6 @@ LOOM_API loom_result_t loom_get_version(int *code, const char **version_string)
     return LOOM_SUCCESS;
 }
 
-LOOM_API loom_result_t loom_get_features(const char **features)
-{
-    if (!features)
-        return LOOM_ERROR_INVALID_ARGUMENT;
-    /* what this build can actually use: the tcp transport, shared memory
-     * between ranks of one server, job-key authentication, stream hooks */
-    *features = "tcp shm hmac-job-key stream-hooks";
-    return LOOM_SUCCESS;
-}
 
 static const size_t dtype_sizes[LOOM_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 static const char *const dtype_names[LOOM_DTYPE_COUNT] = {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "transport/net.h"
 #include "config.h"
 #include "trace.h"
 #include "util.h"
@@ -51,6 +52,40 @@ void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
         r->t_end_ns = loom_now_ns();
     }
     pthread_mutex_unlock(&comm->lock);
+}
+
+static int newer_first(const void *a, const void *b)
+{
+    const struct loom_trace_rec *x = a, *y = b;
+    return x->seq < y->seq ? 1 : x->seq > y->seq ? -1 : 0;
+}
+
+size_t loom_trace_answer(void *arg, int from, void *out, size_t cap)
+{
+    struct loom_comm *comm = arg;
+    uint8_t *o = out;
+    (void)from;
+    if (cap < 4 + LOOM_TRACE_ANSWER * LOOM_TRACE_ANSWER_REC)
+        return 0;
+    struct loom_trace_rec all[LOOM_TRACE_LEN];
+    int n = 0;
+    pthread_mutex_lock(&comm->lock);
+    for (int i = 0; i < LOOM_TRACE_LEN; i++)
+        if (comm->trace[i].seq)
+            all[n++] = comm->trace[i];
+    pthread_mutex_unlock(&comm->lock);
+    qsort(all, (size_t)n, sizeof all[0], newer_first);
+    if (n > LOOM_TRACE_ANSWER)
+        n = LOOM_TRACE_ANSWER;
+    loom_put_le32(o, (uint32_t)n);
+    for (int k = 0; k < n; k++) {
+        uint8_t *q = o + 4 + (size_t)k * LOOM_TRACE_ANSWER_REC;
+        loom_put_le64(q, all[k].seq);
+        loom_put_le32(q + 8, all[k].desc);
+        loom_put_le32(q + 12, (uint32_t)all[k].state);
+        loom_put_le64(q + 16, all[k].count);
+    }
+    return 4 + (size_t)n * LOOM_TRACE_ANSWER_REC;
 }
 
 static void json_string(FILE *f, const char *s)

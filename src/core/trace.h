@@ -40,6 +40,13 @@ void loom_trace_dump(struct loom_comm *comm, const char *reason);
 /* Track live communicators for SIGUSR1 (installs the handler once, when
  * LOOM_TRACE_DIR is set and SIGUSR1 is not otherwise handled). */
 void loom_trace_register(struct loom_comm *comm);
+/* The out-of-band answer to "which call are you in?" (LOOM_OOB_TAG_CALL):
+ * this rank's latest calls, newest first, at most LOOM_TRACE_ANSWER of
+ * them: count u32, then per call seq u64 | desc u32 | state u32 | count u64.
+ * Runs on the out-of-band thread. */
+#define LOOM_TRACE_ANSWER 8
+#define LOOM_TRACE_ANSWER_REC 24
+size_t loom_trace_answer(void *comm, int from, void *out, size_t cap);
 void loom_trace_unregister(struct loom_comm *comm);
 
 #endif

@@ -226,7 +226,8 @@ loom_result_t loom_rt_load_partial(const char *path,
     size_t len = 0;
     loom_result_t res = read_file(path, d, &text, &len);
     if (res != LOOM_SUCCESS) {
-        LOOM_WARN(LOOM_SUB_RT, "rank table %s: %s", path,
+        /* returned to the caller with diag: INFO, not a second WARN line */
+        LOOM_INFO(LOOM_SUB_RT, "rank table %s: %s", path,
                   d->count ? d->entries[0].message : "cannot be read");
         give_diag(d, diag);
         return res;

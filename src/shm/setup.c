@@ -381,7 +381,18 @@ loom_result_t loom_shm_setup(struct loom_comm *comm)
         return LOOM_SUCCESS;
     }
     parse_force(loom_config()->algo, s->force);
-    int want = loom_config()->shm != 0;
+    /* every rank said at bootstrap whether it would share memory: where one
+     * would not, nobody tries (every rank decides alike, with no exchange) */
+    int want = 1;
+    for (int r = 0; r < comm->nranks; r++)
+        if (!(loom_oob_flags(comm->oob, r) & LOOM_OOB_FLAG_SHM))
+            want = 0;
+    if (!want) {
+        LOOM_INFO(LOOM_SUB_INIT, "rank %d: shared memory off (LOOM_SHM=0 on a rank)",
+                  comm->rank);
+        shm_free(s);
+        return LOOM_SUCCESS;
+    }
     int ok = 0;
     loom_result_t res = LOOM_SUCCESS;
     for (int method = 0; method < 2 && !ok && res == LOOM_SUCCESS; method++) {

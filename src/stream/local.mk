@@ -1,4 +1,18 @@
 # src/stream: host and hook streams, events, device-buffer staging.
 libloom_core_la_SOURCES += \
 	src/stream/stream.h \
-	src/stream/stream.c
+	src/stream/stream.c \
+	src/stream/stage.c \
+	src/stream/device.c
+EXTRA_DIST += docs/streams.md
+
+if HAVE_CHECK
+check_PROGRAMS += tests/integration/test_stage
+tests_integration_test_stage_SOURCES = tests/integration/test_stage.c \
+	tests/integration/devmem.h tests/integration/stage_one.h \
+	tests/integration/coll_check.h tests/integration/coll_one.h \
+	tests/integration/harness.h
+tests_integration_test_stage_CFLAGS = $(TEST_CFLAGS)
+tests_integration_test_stage_LDADD = $(TEST_LIBS)
+TESTS += tests/integration/test_stage
+endif

@@ -1,12 +1,19 @@
-/* stream.c - host streams, hook streams, events and device-buffer staging. */
+/* stream.c - host streams, hook streams, tickets and events. Device-buffer
+ * staging is stage.c. */
 #include "build_config.h"
 
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "coll/coll.h"
 #include "stream.h"
 #include "util.h"
 
+/* A hook's copy of the caller's struct: fields past its struct_size stay
+ * NULL, so an adapter built against an older loom.h keeps working. */
 LOOM_API loom_result_t loom_stream_create_hooks(const loom_stream_hooks *hooks,
                                                 void *user_stream,
                                                 loom_stream_t *stream)
@@ -20,20 +27,28 @@ LOOM_API loom_result_t loom_stream_create_hooks(const loom_stream_hooks *hooks,
                               hooks->struct_size);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    if ((hooks->copy_to_host || hooks->copy_to_device) && !hooks->is_device_ptr) {
+    loom_stream_hooks h;
+    memset(&h, 0, sizeof h);
+    memcpy(&h, hooks, hooks->struct_size < sizeof h ? hooks->struct_size : sizeof h);
+    h.struct_size = sizeof h;
+    if ((h.copy_to_host || h.copy_to_device) && !h.is_device_ptr) {
         loom_set_thread_error("loom_stream_create_hooks: copy hooks need is_device_ptr");
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    int nasync = !!h.stage_alloc + !!h.stage_free + !!h.copy_async + !!h.copy_query;
+    if (nasync != 0 && (nasync != 4 || !h.is_device_ptr)) {
+        loom_set_thread_error("loom_stream_create_hooks: stage_alloc, stage_free, "
+                              "copy_async and copy_query come together, with "
+                              "is_device_ptr");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     struct loom_stream *s = calloc(1, sizeof *s);
     if (!s)
         return LOOM_ERROR_NO_MEMORY;
-    /* copy what the caller's struct has; newer fields stay NULL */
-    size_t n = hooks->struct_size < sizeof s->hooks ? hooks->struct_size
-                                                    : sizeof s->hooks;
-    memcpy(&s->hooks, hooks, n);
-    s->hooks.struct_size = sizeof s->hooks;
+    s->hooks = h;
     s->user = user_stream;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->enqueue_lock, NULL);
     pthread_cond_init(&s->cv, NULL);
     *stream = s;
     return LOOM_SUCCESS;
@@ -75,30 +90,64 @@ LOOM_API loom_result_t loom_stream_destroy(loom_stream_t s)
     if (!s)
         return LOOM_ERROR_INVALID_ARGUMENT;
     loom_stream_synchronize(s);
+    loom_stage_pool_free(s);
     if (s->hooks.destroy)
         s->hooks.destroy(s->user);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->enqueue_lock);
     pthread_cond_destroy(&s->cv);
     free(s->outstanding);
     free(s);
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_op *op)
+const char *loom_stream_hook_error(struct loom_stream *s)
+{
+    const char *m = s->hooks.last_error ? s->hooks.last_error(s->user) : NULL;
+    return m && *m ? m : "no detail from the hooks";
+}
+
+/* An enqueue failure: the message for loom_get_error_string(comm), not
+ * sticky (as argument errors). comm->lock is held. */
+static loom_result_t enqueue_error(struct loom_stream *s, struct loom_comm *comm,
+                                   const struct loom_op *op, loom_result_t res,
+                                   const char *what)
+{
+    if (comm->error == LOOM_SUCCESS)
+        snprintf(comm->errmsg, sizeof comm->errmsg, "%s: stream \"%s\": %s: %s",
+                 loom_op_kind_name(op->kind), s->hooks.name ? s->hooks.name : "?",
+                 what, loom_stream_hook_error(s));
+    return res;
+}
+
+loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_comm *comm,
+                                  struct loom_op *op)
 {
     loom_result_t res;
     op->mark = NULL;
     op->wait_handle = NULL;
+    char err[256];
+    res = loom_stage_plan(s, comm, op, err, sizeof err);
+    if (res < 0) {
+        if (comm->error == LOOM_SUCCESS)
+            snprintf(comm->errmsg, sizeof comm->errmsg, "%s", err);
+        return res;
+    }
+    pthread_mutex_lock(&s->enqueue_lock);
     if (s->hooks.mark_ready) {
         res = s->hooks.mark_ready(s->user, &op->mark);
-        if (res < 0)
-            return res;
+        if (res < 0) {
+            pthread_mutex_unlock(&s->enqueue_lock);
+            return enqueue_error(s, comm, op, res, "marking inputs ready");
+        }
     }
     if (s->hooks.add_wait) {
         res = s->hooks.add_wait(s->user, &op->wait_handle);
         if (res < 0) {
+            enqueue_error(s, comm, op, res, "making the stream wait");
             if (s->hooks.release_mark)
                 s->hooks.release_mark(s->user, op->mark);
+            pthread_mutex_unlock(&s->enqueue_lock);
             return res;
         }
     }
@@ -112,6 +161,7 @@ loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_op *op)
                 s->hooks.complete(s->user, op->wait_handle, LOOM_ERROR_NO_MEMORY);
             if (s->hooks.release_mark)
                 s->hooks.release_mark(s->user, op->mark);
+            pthread_mutex_unlock(&s->enqueue_lock);
             return LOOM_ERROR_NO_MEMORY;
         }
         s->outstanding = p;
@@ -120,117 +170,88 @@ loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_op *op)
     op->ticket = ++s->last_ticket;
     s->outstanding[s->noutstanding++] = op->ticket;
     pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->enqueue_lock);
     return LOOM_SUCCESS;
 }
 
-/* Bytes of the send and receive regions of op. */
-static void op_regions(const struct loom_op *op, int nranks, int rank,
-                       size_t *sbytes, size_t *rbytes)
+static inline void cpu_relax(void)
 {
-    size_t e = loom_dtype_size(op->dtype), c = (size_t)op->count;
-    switch (op->kind) {
-    case LOOM_OP_ALLGATHER: *sbytes = c * e; *rbytes = (size_t)nranks * c * e; break;
-    case LOOM_OP_REDUCE_SCATTER: *sbytes = (size_t)nranks * c * e; *rbytes = c * e; break;
-    case LOOM_OP_BARRIER: *sbytes = *rbytes = 0; break;
-    case LOOM_OP_REDUCE:
-        *sbytes = c * e;
-        *rbytes = rank == op->root ? c * e : 0;
-        break;
-    default: *sbytes = *rbytes = c * e; break;
-    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
-static int is_dev(struct loom_stream *s, const void *p)
+/* Poll query_ready until the mark is reached. The user's stream may have
+ * long work before it (a backward pass), so the wait backs off: spin for
+ * 100 us (an op enqueued right behind a short kernel starts at once), then
+ * yield for 1 ms, then sleep 50 us at a time. Abort and a communicator
+ * that already failed end the wait: the op will not run, and completing it
+ * early only lets the user's stream pass a call that failed anyway. */
+static loom_result_t poll_ready(struct loom_stream *s, struct loom_comm *comm, void *mark)
 {
-    return p && s->hooks.is_device_ptr && s->hooks.is_device_ptr(s->user, p);
-}
-
-static loom_result_t stage_in(struct loom_stream *s, struct loom_op *op, int nranks,
-                              int rank, struct loom_stage *st)
-{
-    size_t sb, rb;
-    op_regions(op, nranks, rank, &sb, &rb);
-    int dsend = sb && is_dev(s, op->sendbuf);
-    int drecv = rb && is_dev(s, op->recvbuf);
-    if (!dsend && !drecv)
-        return LOOM_SUCCESS;
-    if (!s->hooks.copy_to_host || !s->hooks.copy_to_device)
-        return LOOM_ERROR_NOT_SUPPORTED;
-    uintptr_t s0 = (uintptr_t)op->sendbuf, r0 = (uintptr_t)op->recvbuf;
-    int overlap = dsend && drecv && s0 < r0 + rb && r0 < s0 + sb;
-    loom_result_t res;
-    if (overlap) {
-        /* one region holding both (in place) */
-        uintptr_t lo = s0 < r0 ? s0 : r0;
-        uintptr_t hi = s0 + sb > r0 + rb ? s0 + sb : r0 + rb;
-        char *h = malloc(hi - lo);
-        if (!h)
-            return LOOM_ERROR_NO_MEMORY;
-        res = s->hooks.copy_to_host(s->user, h, (void *)lo, hi - lo);
-        if (res < 0) {
-            free(h);
+    uint64_t start = loom_now_ns();
+    for (unsigned n = 0;; n++) {
+        loom_result_t res = s->hooks.query_ready(s->user, mark);
+        if (res != LOOM_NOT_READY)
             return res;
+        if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
+            return LOOM_ERROR_ABORTED;
+        uint64_t waited = loom_now_ns() - start;
+        if (waited < 100000) {
+            cpu_relax();
+            continue;
         }
-        st->host = h;
-        st->dev_recv = op->recvbuf;
-        op->sendbuf = h + (s0 - lo);
-        op->recvbuf = h + (r0 - lo);
-    } else {
-        size_t total = (dsend ? sb : 0) + (drecv ? rb : 0);
-        char *h = malloc(total ? total : 1);
-        if (!h)
-            return LOOM_ERROR_NO_MEMORY;
-        st->host = h;
-        if (dsend) {
-            res = s->hooks.copy_to_host(s->user, h, op->sendbuf, sb);
-            if (res < 0) {
-                free(h);
-                st->host = NULL;
-                return res;
-            }
-            op->sendbuf = h;
-            h += sb;
-        }
-        if (drecv) {
-            st->dev_recv = op->recvbuf;
-            op->recvbuf = h;
+        if ((n & 63) == 0 && loom_comm_error(comm) < 0)
+            return loom_comm_error(comm);
+        if (waited < 1000000) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
         }
     }
-    st->host_recv = drecv ? op->recvbuf : NULL;
-    st->recv_bytes = drecv ? rb : 0;
-    return LOOM_SUCCESS;
 }
 
-loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_op *op,
-                                   int nranks, int rank, struct loom_stage *st)
+loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_comm *comm,
+                                   struct loom_op *op)
 {
-    memset(st, 0, sizeof *st);
     /* stream order: earlier ops of this stream (maybe on other comms) first */
     pthread_mutex_lock(&s->lock);
     while (first_outstanding(s) < op->ticket)
         pthread_cond_wait(&s->cv, &s->lock);
     pthread_mutex_unlock(&s->lock);
     loom_result_t res = LOOM_SUCCESS;
-    if (s->hooks.wait_ready)
+    if (s->hooks.query_ready)
+        res = poll_ready(s, comm, op->mark);
+    else if (s->hooks.wait_ready)
         res = s->hooks.wait_ready(s->user, op->mark);
+    const char *detail = res < 0 && res != LOOM_ERROR_ABORTED && loom_comm_error(comm) == 0
+                             ? loom_stream_hook_error(s) : NULL;
     if (s->hooks.release_mark)
         s->hooks.release_mark(s->user, op->mark);
     op->mark = NULL;
-    if (res < 0)
-        return res;
-    return stage_in(s, op, nranks, rank, st);
+    if (res == LOOM_ERROR_ABORTED)
+        loom_comm_set_error(comm, res, "%s #%llu: aborted while waiting for its inputs",
+                            loom_op_kind_name(op->kind), (unsigned long long)op->seq);
+    else if (detail)
+        loom_comm_set_error(comm, res, "%s #%llu: stream \"%s\": waiting for the inputs: %s",
+                            loom_op_kind_name(op->kind), (unsigned long long)op->seq,
+                            s->hooks.name ? s->hooks.name : "?", detail);
+    return res;
 }
 
-void loom_stream_op_end(struct loom_stream *s, struct loom_op *op,
-                        struct loom_stage *st, loom_result_t res)
+loom_result_t loom_stream_op_run(struct loom_stream *s, struct loom_comm *comm,
+                                 struct loom_op *op)
 {
-    if (st->host) {
-        if (res == LOOM_SUCCESS && st->dev_recv && st->recv_bytes)
-            res = s->hooks.copy_to_device(s->user, st->dev_recv, st->host_recv,
-                                          st->recv_bytes);
-        free(st->host);
-        st->host = NULL;
-    }
+    if (op->stage_dev)
+        return loom_stage_run(s, comm, op);
+    return loom_coll_run(comm, op);
+}
+
+void loom_stream_op_end(struct loom_stream *s, struct loom_op *op, loom_result_t res)
+{
     if (s->hooks.complete)
         s->hooks.complete(s->user, op->wait_handle, res);
     pthread_mutex_lock(&s->lock);

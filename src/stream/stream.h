@@ -1,5 +1,6 @@
 /* stream.h - Loom streams: ordering ops against a user's stream through
- * hooks, tickets for events and synchronize, and staging of device buffers. */
+ * hooks, tickets for events and synchronize, and staging of device buffers
+ * (stage.c) in pieces through host memory. */
 #ifndef LOOM_STREAM_H
 #define LOOM_STREAM_H
 
@@ -9,36 +10,67 @@
 #include "loom.h"
 #include "core/comm.h"
 
+/* Host staging of one stream: one allocation from the adapter (stage_alloc,
+ * or malloc for synchronous copy hooks) cut into nslots slots, reused by
+ * every staged op of the stream. Only the thread running the stream's op
+ * touches it (the ops of a stream run one at a time). */
+struct loom_stage_pool {
+    char *base;                 /* NULL until the first staged op          */
+    size_t bytes;               /* of the allocation                       */
+    size_t slot_bytes;
+    int nslots;
+    int async;                  /* the adapter's stage_alloc/copy_async    */
+    unsigned char *busy;        /* slot has a copy not yet seen finished   */
+};
+
 struct loom_stream {
     loom_stream_hooks hooks;
     void *user;
     pthread_mutex_t lock;
     pthread_cond_t cv;
+    /* held across mark_ready, add_wait and the ticket, so that the hooks
+     * see the ops of the stream in ticket order */
+    pthread_mutex_t enqueue_lock;
     uint64_t last_ticket;       /* last ticket handed out                  */
     uint64_t *outstanding;      /* tickets enqueued and not complete, ascending */
     size_t noutstanding, cap;
     uint64_t err_ticket;        /* ticket of the first failed op (0: none)  */
     loom_result_t err;
+    struct loom_stage_pool pool;
 };
 
-/* Caller's thread, at enqueue: ticket, "inputs ready" mark, the user's
- * stream made to wait. */
-loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_op *op);
+/* Caller's thread, at enqueue, with comm->lock held: ticket, "inputs ready"
+ * mark, the user's stream made to wait; decides whether the op is staged
+ * (op->stage_dev, op->npieces). On failure comm->errmsg says why. */
+loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_comm *comm,
+                                  struct loom_op *op);
 /* Executing thread, before the op touches buffers: waits for earlier ops of
- * the stream, then for the inputs; stages device buffers into host memory
- * (op's pointers then point at the staging; *stage must be passed to end). */
-struct loom_stage {
-    void *host;                 /* staging allocation (NULL: none)          */
-    void *dev_send, *dev_recv;  /* the user's device pointers               */
-    void *host_recv;
-    size_t recv_bytes;
-    void *recv_dev_copyout;
-};
-loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_op *op,
-                                   int nranks, int rank, struct loom_stage *st);
-/* Executing thread, after the op: copy results back, release the user's
- * stream, retire the ticket. */
+ * the stream, then for the inputs (polling query_ready when the hooks have
+ * it, giving up on abort). Sets comm's error on failure. */
+loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_comm *comm,
+                                   struct loom_op *op);
+/* Executing thread: run the op, piece by piece through host staging when it
+ * has device buffers (stage.c), else as it is. Sets comm's error on failure. */
+loom_result_t loom_stream_op_run(struct loom_stream *s, struct loom_comm *comm,
+                                 struct loom_op *op);
+/* Executing thread, after the op (also after a failed begin or run):
+ * release the user's stream with the result, retire the ticket. */
 void loom_stream_op_end(struct loom_stream *s, struct loom_op *op,
-                        struct loom_stage *st, loom_result_t res);
+                        loom_result_t res);
+
+/* ---- stage.c ------------------------------------------------------------ */
+/* At enqueue: which of op's buffers are device memory, and into how many
+ * pieces the op is cut (op->stage_dev, op->npieces). LOOM_ERROR_NOT_SUPPORTED
+ * (with a message in err) when device buffers cannot be staged. */
+loom_result_t loom_stage_plan(struct loom_stream *s, const struct loom_comm *comm,
+                              struct loom_op *op, char *err, size_t errlen);
+/* Run a staged op (op->stage_dev != 0). */
+loom_result_t loom_stage_run(struct loom_stream *s, struct loom_comm *comm,
+                             struct loom_op *op);
+/* Free the staging pool (stream destroy). */
+void loom_stage_pool_free(struct loom_stream *s);
+
+/* The hooks' last error message for this thread, or a generic one. */
+const char *loom_stream_hook_error(struct loom_stream *s);
 
 #endif

@@ -188,7 +188,8 @@ void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
     va_end(ap);
     snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
              loom_tcp_describe(tx, r, d, sizeof d), what);
-    LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
+    /* the op that waits on r returns this: INFO, shown once by the caller */
+    LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
     peer_down(tx, r, res, tx->errmsg);
     tp->pending_err = res;
     if (!tp->blame)
@@ -456,7 +457,11 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
         .len = op->len, .tag = op->req->tag, .desc = op->req->desc,
         .count = op->req->count, .sock_index = sk->index};
     char why[300];
-    switch (loom_tcp_frame_check(&f, &e, why, sizeof why)) {
+    enum loom_tcp_check rc = loom_tcp_frame_check(&f, &e, why, sizeof why);
+    if (rc == LOOM_TCP_FRAME_OTHER_CALL && ((struct tcp_priv *)tx->priv)->no_fingerprint &&
+        f.len == op->len)
+        rc = LOOM_TCP_FRAME_OK; /* the core's envelope is to notice */
+    switch (rc) {
     case LOOM_TCP_FRAME_OK:
         return 0;
     case LOOM_TCP_FRAME_CONTROL:
@@ -1026,6 +1031,11 @@ static loom_result_t tcp_init(struct loom_tx *tx)
     }
     if (tp->oob)
         loom_oob_set_notify(tp->oob, tcp_oob_notify, tx);
+    const char *nofp = getenv("LOOM_TEST_TCP_NO_FINGERPRINT");
+    if (nofp && *nofp == '1') {
+        tp->no_fingerprint = 1;
+        tx->caps &= ~LOOM_TX_CAP_FINGERPRINT;
+    }
     snprintf(tx->info, sizeof tx->info, "tcp (%d socket%s per peer)", tp->nsocks,
              tp->nsocks == 1 ? "" : "s");
     LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d ready; sockets are made on first use, %d per "

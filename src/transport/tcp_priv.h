@@ -153,6 +153,9 @@ struct tcp_priv {
     int *lingering;           /* sockets half-closed after an abort notice, */
     int nlingering;           /* closed at finalize (so no RST eats it)     */
     int peers_used;           /* peers with a socket up (for logs, scale)   */
+    int no_fingerprint;       /* LOOM_TEST_TCP_NO_FINGERPRINT: behave as a
+                                 transport that cannot check calls (tests
+                                 of the core's envelope)                    */
 };
 
 /* "rank 3 (server ..., addr)" from params.describe, else "rank 3". */

@@ -1,7 +1,8 @@
 /* test_comm.c - communicator behaviour beyond the collective matrix:
  * streams and events, hook streams with staged "device" buffers, split,
  * abort from another thread, a killed peer, bad init input, env:// and
- * rank-table joins. Each case forks its ranks and bounds its time. */
+ * rank-table joins, joins from a launcher's variables. Each case forks its
+ * ranks and bounds its time. */
 #include <check.h>
 #include <pthread.h>
 #include <signal.h>
@@ -410,6 +411,115 @@ START_TEST(env_url)
 }
 END_TEST
 
+/* Launcher variables off, so each case sets only its own. */
+static void clear_launch_env(void)
+{
+    static const char *const vars[] = {
+        "LOOM_RANK_TABLE", "RANK_TABLE_FILE", "LOOM_RANK", "LOOM_NRANKS", "RANK_ID",
+        "RANK_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
+        "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+/* After a join: checks the rank, the size and a broadcast. */
+static int launched_check(loom_result_t res, loom_comm_t c, int rank, int n,
+                          const char *what)
+{
+    if (res != LOOM_SUCCESS) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, what, loom_get_error_string(NULL));
+        return 10;
+    }
+    int r = -1, size = -1;
+    loom_comm_rank(c, &r);
+    loom_comm_size(c, &size);
+    uint8_t b = (uint8_t)(rank == n - 1 ? 42 : 0);
+    if (r != rank || size != n || loom_broadcast(&b, 1, LOOM_UINT8, n - 1, c, NULL) ||
+        b != 42) {
+        fprintf(stderr, "rank %d: %s: rank %d size %d byte %d\n", rank, what, r, size, b);
+        return 11;
+    }
+    loom_comm_destroy(c);
+    return 0;
+}
+
+/* No rank table, MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK set:
+ * loom_comm_init_env is env://. */
+static int rank_env_fallback(int rank, int n, void *arg)
+{
+    (void)arg;
+    char v[32];
+    clear_launch_env();
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof v, "%d", g_port);
+    setenv("MASTER_PORT", v, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("RANK", v, 1);
+    loom_comm_t c = NULL;
+    loom_result_t res = loom_comm_init_env(&c);
+    return launched_check(res, c, rank, n, "init_env");
+}
+
+START_TEST(env_fallback_without_table)
+{
+    RUN(3, rank_env_fallback, NULL, 30);
+}
+END_TEST
+
+/* tcp:// with nranks and rank -1: Open MPI's variables give them. */
+static int rank_url_launcher(int rank, int n, void *arg)
+{
+    (void)arg;
+    char v[32], url[64];
+    clear_launch_env();
+    snprintf(v, sizeof v, "%d", n);
+    setenv("OMPI_COMM_WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("OMPI_COMM_WORLD_RANK", v, 1);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
+    loom_comm_t c = NULL;
+    loom_result_t res = loom_comm_init_url(url, -1, -1, &c);
+    return launched_check(res, c, rank, n, "init_url -1 -1");
+}
+
+START_TEST(url_rank_from_launcher)
+{
+    RUN(3, rank_url_launcher, NULL, 30);
+}
+END_TEST
+
+/* What -1 without a launcher, or a rank without its size, says. */
+START_TEST(url_launcher_errors)
+{
+    loom_comm_t c;
+    clear_launch_env();
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", -1, -1, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL), "rank -1 and no launcher gives "
+                                                      "one: set RANK and WORLD_SIZE"),
+                  "%s", loom_get_error_string(NULL));
+    setenv("RANK", "1", 1);
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", -1, -1, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL),
+                         "nranks -1 and RANK gives rank 1 but WORLD_SIZE is not set"),
+                  "%s", loom_get_error_string(NULL));
+    setenv("WORLD_SIZE", "1", 1);
+    ck_assert_int_eq(loom_comm_init_url("tcp://127.0.0.1:80", -1, -1, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL), "RANK=1 is not below WORLD_SIZE=1"),
+                  "%s", loom_get_error_string(NULL));
+    /* no table and no MASTER_ADDR: init_env names both ways */
+    ck_assert_int_eq(loom_comm_init_env(&c), LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(loom_get_error_string(NULL), "LOOM_RANK_TABLE") &&
+                      strstr(loom_get_error_string(NULL), "MASTER_ADDR and MASTER_PORT"),
+                  "%s", loom_get_error_string(NULL));
+}
+END_TEST
+
 /* Unique-id rendezvous: rank 0 makes the id and hands it over (here a
  * shared page, as a framework's store would); every rank joins with it and
  * checks an allreduce, its local rank and size. An id with a bad magic is
@@ -517,6 +627,63 @@ static int rank_mismatch(int rank, int n, void *arg)
 START_TEST(mismatched_calls_named)
 {
     RUN(2, rank_mismatch, NULL, 30);
+}
+END_TEST
+
+/* Over the network (no shared memory), whatever the transport checks:
+ *   0: tcp reads the peer's call from its frame header;
+ *   1: a transport that cannot check calls (tcp told to behave so): the
+ *      core's envelope ahead of each message names the peer's call;
+ *   2: no message ever arrives (each rank waits to receive from the other):
+ *      the waiting rank asks its peer out of band which call it is in.
+ * Every rank fails within seconds with both calls named. */
+static int g_net_case;
+
+static int rank_mismatch_net(int rank, int n, void *arg)
+{
+    (void)arg;
+    setenv("LOOM_SHM", "0", 1);
+    if (g_net_case == 1)
+        setenv("LOOM_TEST_TCP_NO_FINGERPRINT", "1", 1);
+    loom_comm_t comm = join(rank, n);
+    float buf[1024] = {0}, out[2048];
+    loom_result_t res;
+    const char *mine, *theirs;
+    double t0 = harness_now();
+    if (g_net_case == 0) {
+        res = rank == 0 ? loom_allreduce(buf, buf, 1024, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
+                        : loom_allgather(buf, out, 256, LOOM_FLOAT32, comm, NULL);
+        mine = rank == 0 ? "allreduce(float32, 1024, sum) #1" : "allgather(float32, 256) #1";
+        theirs = rank == 0 ? "allgather(float32, 256) #1" : "allreduce(float32, 1024, sum) #1";
+    } else if (g_net_case == 1) {
+        res = rank == 0 ? loom_allreduce(buf, buf, 256, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
+                        : loom_broadcast(buf, 256, LOOM_FLOAT32, 0, comm, NULL);
+        mine = rank == 0 ? "allreduce(float32, 256, sum) #1"
+                         : "broadcast(float32, 256, root 0) #1";
+        theirs = rank == 0 ? "broadcast(float32, 256, root 0) #1"
+                           : "allreduce(float32, 256, sum) #1";
+    } else {
+        res = loom_broadcast(buf, 256, LOOM_FLOAT32, 1 - rank, comm, NULL);
+        mine = rank == 0 ? "broadcast(float32, 256, root 1) #1"
+                         : "broadcast(float32, 256, root 0) #1";
+        theirs = rank == 0 ? "broadcast(float32, 256, root 0) #1"
+                           : "broadcast(float32, 256, root 1) #1";
+    }
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (res != LOOM_ERROR_MISMATCH || dt > 6 || !strstr(msg, mine) || !strstr(msg, theirs)) {
+        fprintf(stderr, "case %d rank %d after %.1f s: %s: %s\n", g_net_case, rank, dt,
+                loom_result_string(res), msg);
+        return 10;
+    }
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(mismatched_calls_named_network)
+{
+    g_net_case = _i;
+    RUN(2, rank_mismatch_net, NULL, 30);
 }
 END_TEST
 
@@ -673,9 +840,13 @@ int main(void)
     tcase_add_test(tc, init_errors);
     tcase_add_test(tc, missing_rank_named);
     tcase_add_test(tc, env_url);
+    tcase_add_test(tc, env_fallback_without_table);
+    tcase_add_test(tc, url_rank_from_launcher);
+    tcase_add_test(tc, url_launcher_errors);
     tcase_add_test(tc, unique_id);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
+    tcase_add_loop_test(tc, mismatched_calls_named_network, 0, 3);
     tcase_add_test(tc, death_between_calls_noticed);
     tcase_add_test(tc, orderly_exit_is_quiet);
     tcase_add_test(tc, stall_timeout_and_flight_recorder);

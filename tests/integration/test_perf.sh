@@ -137,7 +137,7 @@ head -n 1 "$work/all.csv" | grep -qx 'size,count,type,redop,root,oop_time_us,oop
 sed -n 2p "$work/all.csv" | grep -qx '64,64,int8,sum,-1,[0-9.]*,[0-9.]*,[0-9.]*,0,[0-9.]*,[0-9.]*,[0-9.]*,0' \
     || fail "CSV first row: $(sed -n 2p "$work/all.csv")"
 [ "$(wc -l <"$work/all.json")" -eq 100 ] || fail "JSON: want 100 lines"
-head -n 1 "$work/all.json" | grep -q '^{"collective":"all_reduce","nranks":3,"algorithm":"[a-z]*","size":64,"count":64,"type":"int8","redop":"sum","root":-1,"oop_time_us":[0-9.]*,"oop_algbw":[0-9.]*,"oop_busbw":[0-9.]*,"oop_wrong":0,"ip_time_us":[0-9.]*,"ip_algbw":[0-9.]*,"ip_busbw":[0-9.]*,"ip_wrong":0}$' \
+head -n 1 "$work/all.json" | grep -q '^{"collective":"all_reduce","nranks":3,"algorithm":"[a-z]*","size":64,"count":64,"type":"int8","redop":"sum","root":-1,"oop_time_us":[0-9.]*,"oop_algbw":[0-9.]*,"oop_busbw":[0-9.]*,"oop_wrong":0,"ip_time_us":[0-9.]*,"ip_algbw":[0-9.]*,"ip_busbw":[0-9.]*,"ip_wrong":0,"library":"Loom [0-9.]*","transport":"tcp"}$' \
     || fail "JSON first row: $(head -n 1 "$work/all.json")"
 if command -v python3 >/dev/null 2>&1; then
     python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$work/all.json" \
@@ -154,14 +154,15 @@ grep -q '^1024,256,float,none,1,[0-9.]*,[0-9.]*,[0-9.]*,N/A,[0-9.]*,[0-9.]*,[0-9
 grep -q '^ *1024 ' "$work/csv" && fail "-F -: the table was printed too"
 [ "$failures" -eq "$f0" ] && pass "CSV on stdout, -c 0, -r 1"
 
-# 5. Errors: no rank table; a bad option; a root beyond the ranks.
+# 5. Errors: a rank without its size; a bad option; a root beyond the ranks.
+#    (Joining without a rank table: test_launch.sh.)
 f0=$failures
-(unset LOOM_RANK_TABLE RANK_TABLE_FILE; $BOUND "$builddir/perf/all_reduce_perf" -b 8 -e 8 \
-    >"$work/nt.out" 2>"$work/nt.err")
+(unset LOOM_RANK_TABLE RANK_TABLE_FILE LOOM_RANK WORLD_SIZE; RANK=0 $BOUND \
+    "$builddir/perf/all_reduce_perf" -b 8 -e 8 >"$work/nt.out" 2>"$work/nt.err")
 rc=$?
-[ "$rc" -eq 2 ] || fail "no rank table: exit $rc, want 2"
-grep -q 'no rank table: give --ranktable FILE or set LOOM_RANK_TABLE' "$work/nt.err" \
-    || fail "no rank table: message: $(cat "$work/nt.err")"
+[ "$rc" -eq 2 ] || fail "RANK without WORLD_SIZE: exit $rc, want 2"
+grep -qx 'all_reduce_perf: RANK gives rank 0 but WORLD_SIZE is not set' "$work/nt.err" \
+    || fail "RANK without WORLD_SIZE: message: $(cat "$work/nt.err")"
 "$builddir/perf/all_reduce_perf" -d complex >/dev/null 2>"$work/bad.err"
 rc=$?
 [ "$rc" -eq 2 ] || fail "-d complex: exit $rc, want 2"
@@ -194,7 +195,9 @@ perf 2 "$work/badalgo" all_reduce_perf -A nosuch
     || fail "-A nosuch: exit $rc: $(cat "$work/badalgo.err")"
 [ "$failures" -eq "$f0" ] && pass "--ranktable, RANK_TABLE_FILE/RANK_ID, -A"
 
-# 7. perf/plot renders CSV and JSON side by side (needs gnuplot).
+# 7. perf/plot renders CSV, JSON and a table side by side (needs gnuplot):
+#    two panels (busbw, time), sizes labelled in B/KiB, times in us/ms, the
+#    key naming library, transport and rank count where the file says them.
 PLOT="$srcdir/perf/plot"
 if command -v gnuplot >/dev/null 2>&1; then
     f0=$failures
@@ -203,9 +206,14 @@ if command -v gnuplot >/dev/null 2>&1; then
     rc=$?
     [ "$rc" -eq 0 ] || fail "plot: exit $rc: $(cat "$work/plot.out")"
     grep -q '<svg' "$work/p.svg" 2>/dev/null || fail "plot: no SVG written"
-    for label in "csv run" "json run" "rt"; do
-        grep -q ">$label<" "$work/p.svg" 2>/dev/null || fail "plot: no '$label' in the key"
+    for label in "csv run" "json run: Loom [0-9.]* tcp, 3 ranks" "rt: Loom [0-9.]* tcp, 2 ranks" \
+                 "64 B" "256 B" "test plot: bus bandwidth (oop)" "test plot: time per call (oop)" \
+                 "[0-9]* us"; do
+        grep -q ">$label<" "$work/p.svg" 2>/dev/null || fail "plot: no '$label' in the SVG"
     done
+    sh "$PLOT" -o "$work/big.svg" -v time "$work/rt" >/dev/null 2>&1
+    grep -q '>64 KiB<' "$work/big.svg" && ! grep -q 'bus bandwidth' "$work/big.svg" ||
+        fail "plot -v time: want one panel with '64 KiB'"
     sh "$PLOT" -o "$work/p.png" "$work/all.csv" >/dev/null 2>&1
     [ "$(head -c 4 "$work/p.png" 2>/dev/null | tail -c 3)" = PNG ] || fail "plot: no PNG written"
     sh "$PLOT" -o "$work/x.svg" "$work/nosuch.csv" >/dev/null 2>"$work/plot.err"

@@ -1,10 +1,14 @@
 #!/bin/sh
 # test_probe.sh - `loom-ranktable probe`: every pair measured on 4, 3 (odd)
-# and 1 rank and on the 2-server loopback table; --json; unreachable pairs
-# named with both endpoints (LOOM_TEST_PROBE_REFUSE); a rank with a different
-# table named by rank 0; bad command lines and tables. Every run is bounded
-# by loom-run's --timeout and by coreutils timeout(1) around it (which ends
-# its child by PID).
+# and 1 rank and on the 2-server loopback table, on the table's own ports;
+# --json with each rank's server and the per-server summary; --plot; a saved
+# report read back (--from-json), a made-up 64-rank one with a blocked
+# server and a rank that did not join; unreachable links named with both
+# endpoints (LOOM_TEST_PROBE_REFUSE); a rank with a different table named by
+# rank 0; bad command lines and tables. Cut-off hosts across network
+# namespaces: tests/netns/probe.sh. Every run is bounded by loom-run's
+# --timeout and by coreutils timeout(1) around it (which ends its child by
+# PID).
 set -u
 
 builddir=${LOOM_BUILDDIR:-.}
@@ -21,7 +25,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# Only rank 0's bootstrap port (base + its device id) is used: a random base
+# Every rank listens on its table port (base + its device id): a random base
 # keeps concurrent runs apart, and one below the kernel's ephemeral range
 # cannot be taken first by some connection's local port.
 next_port_base() {
@@ -60,7 +64,7 @@ expect_all_ok() {
     grep -q '^bandwidth (GB/s' "$work/$name.out" || fail "$name: no bandwidth matrix"
     grep -q "^result: all $pairs pairs reachable" "$work/$name.out" ||
         fail "$name: no \"all $pairs pairs reachable\""
-    grep -q 'unreachable' "$work/$name.out" && fail "$name: unreachable pair"
+    grep -q '^unreachable' "$work/$name.out" && fail "$name: unreachable pair"
     # 2 matrices x N rows; row r has "-" in column r and N-1 numbers.
     rows=$(awk -v n="$n" '
         /^ *[0-9]+( +([0-9]+\.[0-9]+|-))+$/ {
@@ -78,7 +82,8 @@ expect_all_ok() {
 probe four 4 "$srcdir/etc/ranktables/single-4.json"
 expect_all_ok four 4 6
 
-# 2. The same with --json: one object, every field, N x N matrices.
+# 2. The same with --json: one object, every field, N x N matrices; the
+#    endpoints are the table's (base + device id).
 probe json 4 "$srcdir/etc/ranktables/single-4.json" --json
 if [ "$rc" -ne 0 ]; then
     fail "json: exit $rc"
@@ -88,7 +93,7 @@ else
         grep -q "$f" "$work/json.out" || fail "json: no $f"
     done
     if command -v python3 >/dev/null 2>&1; then
-        python3 - "$work/json.out" <<'EOF' || fail "json: matrices wrong"
+        python3 - "$work/json.out" "$LOOM_PORT_BASE" <<'EOF' || fail "json: matrices wrong"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["ranks"] == 4 and d["ok"] is True and d["unreachable"] == []
@@ -99,6 +104,13 @@ for key in ("latency_us", "bandwidth_gbps"):
         for c in range(4):
             v = m[r][c]
             assert (v is None) if r == c else (v > 0), (key, r, c, v)
+base = int(sys.argv[2])
+assert d["endpoints"] == ["127.0.0.1:%d" % (base + r) for r in range(4)], d["endpoints"]
+assert d["server_of"] == [0, 0, 0, 0] and d["joined"] == [True] * 4
+assert d["server_list"][0]["server_id"] == "127.0.0.1"
+assert d["server_list"][0]["intra"]["pairs"] == 6, d["server_list"]
+assert d["within_servers"]["measured"] == 6 and d["between_servers"]["pairs"] == 0
+assert all(d["reach"][r][c] == ("ok" if r != c else None) for r in range(4) for c in range(4))
 EOF
     fi
     pass "json"
@@ -114,14 +126,24 @@ expect_all_ok three 3 3
 probe one 1 "$srcdir/etc/ranktables/single-1.json"
 expect_all_ok one 1 0
 
-# 5. The 2-server loopback table (127.0.2.x and 127.0.3.x).
-probe two_server 4 "$srcdir/etc/ranktables/two-server.json"
+# 5. The 2-server loopback table (127.0.2.x and 127.0.3.x), with the heat
+#    map; the summary per server and between the two.
+probe two_server 4 "$srcdir/etc/ranktables/two-server.json" --plot "$work/two.png"
 expect_all_ok two_server 4 6
 grep -q '^ranks: 4, servers: 2' "$work/two_server.out" ||
     fail "two_server: summary does not say 2 servers"
+grep -Eq '^  within servers:  2 pairs, 2 measured, 0 failed; latency [0-9.]+, bandwidth [0-9.]+$' \
+    "$work/two_server.out" || fail "two_server: no within-servers summary"
+grep -Eq '^  between servers: 4 pairs, 4 measured, 0 failed; ' "$work/two_server.out" ||
+    fail "two_server: no between-servers summary"
+grep -Eq '^  127\.0\.0\.2 <-> 127\.0\.0\.3 +4 +0 +[0-9.]+ +[0-9.]+  [0-3]<->[0-3] [0-9.]+$' \
+    "$work/two_server.out" || fail "two_server: no server-pair line with its slowest pair"
+[ "$(head -c 4 "$work/two.png" 2>/dev/null | tail -c 3)" = PNG ] ||
+    fail "two_server: --plot wrote no PNG: $(cat "$work/two_server.err")"
 
-# 6. Rank 3 stops listening: its three pairs unreachable, named with both
-#    endpoints and the connect error; the other three measured; exit 1.
+# 6. Rank 3 stops listening: the three connects to it refused, named with
+#    both endpoints; its own connects work (+ in its row); the other three
+#    pairs measured; exit 1.
 LOOM_TEST_PROBE_REFUSE=3 probe refuse 4 "$srcdir/etc/ranktables/single-4.json" \
     --timeout 2
 [ "$rc" -eq 1 ] || fail "refuse: exit $rc, want 1"
@@ -133,12 +155,13 @@ done
     fail "refuse: want exactly 3 unreachable pairs"
 grep -q '^result: 3 of 6 pairs unreachable' "$work/refuse.out" ||
     fail "refuse: no result line"
-# Row 3 of the latency matrix: X X X -.
-grep -Eq '^ +3 +X +X +X +-$' "$work/refuse.out" || fail "refuse: matrix row 3"
+# Row 3 of the latency matrix: + + + -; column 3 of the others: X.
+grep -Eq '^ +3 +\+ +\+ +\+ +-$' "$work/refuse.out" || fail "refuse: matrix row 3"
+grep -Eq '^ +0 +- +[0-9.]+ +[0-9.]+ +X$' "$work/refuse.out" || fail "refuse: matrix row 0"
 pass "refuse"
 
-# 7. Rank 1 of 3 stops listening, in JSON: only the pair where it accepts
-#    (0 -> 1) fails; 1 -> 2 is its own connection and works.
+# 7. Rank 1 of 3 stops listening, in JSON: the connects to it (0 -> 1,
+#    2 -> 1) fail; its own (1 -> 0, 1 -> 2) work; pair 0-2 is measured.
 LOOM_TEST_PROBE_REFUSE=1 probe refuse1 3 "$work/three.json" --json --timeout 2
 [ "$rc" -eq 1 ] || fail "refuse1: exit $rc, want 1"
 grep -q '"ok":	false' "$work/refuse1.out" || fail "refuse1: ok is not false"
@@ -147,13 +170,15 @@ if command -v python3 >/dev/null 2>&1; then
 import json, sys
 d = json.load(open(sys.argv[1]))
 u = d["unreachable"]
-assert len(u) == 1, u
-assert (u[0]["from"], u[0]["to"]) == (0, 1), u
-assert u[0]["error"] == "connect: connection refused", u
-assert u[0]["from_endpoint"].startswith("127.0.0.1:"), u
+assert [(x["from"], x["to"]) for x in u] == [(0, 1), (2, 1)], u
+assert all(x["error"] == "connect: connection refused" for x in u), u
+assert u[0]["from_endpoint"] == d["endpoints"][0], u
 assert u[0]["to_endpoint"] == d["endpoints"][1], u
 lat = d["latency_us"]
-assert lat[0][1] is None and lat[1][0] is None and lat[1][2] > 0, lat
+assert lat[0][1] is None and lat[1][0] is None and lat[1][2] is None, lat
+assert lat[0][2] > 0 and lat[2][0] > 0, lat
+r = d["reach"]
+assert r[0][1] == "refused" and r[1][0] == "ok" and r[1][2] == "ok", r
 EOF
 else
     grep -q '"error":	"connect: connection refused"' "$work/refuse1.out" ||
@@ -184,14 +209,38 @@ for pid in $pids; do
 done
 [ "$hand_rc0" -ne 0 ] || fail "mismatch: rank 0 exit 0"
 [ "$hand_rc2" -ne 0 ] || fail "mismatch: rank 2 exit 0"
-grep -q '^loom-ranktable probe: rank 0: .*rank 2 (server 127.0.0.3, 127.0.3.1:[0-9]*) loaded a different rank table' \
+grep -q '^loom-ranktable probe: rank 0: rank 2 (server 127.0.0.3, 127.0.3.1:[0-9]*) loaded a different rank table' \
     "$work/hand0.err" || { fail "mismatch: rank 0 does not name rank 2"; cat "$work/hand0.err"; }
 grep -q 'loaded a different rank table' "$work/hand2.err" ||
     fail "mismatch: rank 2 is not told"
 [ -s "$work/hand0.out" ] && fail "mismatch: rank 0 printed a report"
 pass "mismatch"
 
-# 9. Command line and table errors.
+# 9. A saved report read back: the same verdict; a made-up 64-rank one
+#    (8 servers; the second's ports blocked for the others; rank 63 did
+#    not join; slow links) names the blocked server and the missing rank,
+#    in one line each, and plots.
+"$RT" probe --from-json "$work/json.out" >"$work/again.out" 2>&1
+[ $? -eq 0 ] && grep -q '^result: all 6 pairs reachable' "$work/again.out" ||
+    fail "from-json: $(tail -n 3 "$work/again.out")"
+sh "$srcdir/tests/integration/probe_synth.sh" 64 8 >"$work/synth.json"
+"$RT" probe --from-json "$work/synth.json" --plot "$work/synth.png" >"$work/synth.out" \
+    2>"$work/synth.err"
+[ $? -eq 1 ] || fail "from-json synthetic: exit status not 1"
+grep -q '^cut off: server 10.0.1.0 (ranks 8-15): no rank of another server reaches its ports (440 timed out)$' \
+    "$work/synth.out" || fail "synthetic: blocked server not named"
+grep -q '^did not join: server 10.0.7.0, rank 63: not in touch with rank 0 (10.0.0.1:29600) within 120 s; the other ranks. connects to it: 63 connected' \
+    "$work/synth.out" || fail "synthetic: missing rank not named"
+[ "$(grep -c '^unreachable: server .* -> server 10.0.1.0 (ranks 8-15): connect: no answer within 5 s (connect timed out) (all [0-9]* links)$' "$work/synth.out")" -eq 7 ] ||
+    fail "synthetic: want 7 grouped unreachable lines"
+grep -q '^unreachable: rank' "$work/synth.out" && fail "synthetic: ungrouped unreachable lines"
+[ "$(grep -c '^slow link: ' "$work/synth.out")" -eq 2 ] || fail "synthetic: want 2 slow links"
+grep -Eq '^ +63( +\?){63} +-$' "$work/synth.out" || fail "synthetic: row 63 is not all ?"
+[ "$(head -c 4 "$work/synth.png" 2>/dev/null | tail -c 3)" = PNG ] ||
+    fail "synthetic: no PNG: $(cat "$work/synth.err")"
+pass "from-json"
+
+# 10. Command line and table errors.
 "$RT" probe "$srcdir/etc/ranktables/single-4.json" >/dev/null 2>"$work/e1"
 [ $? -eq 2 ] && grep -q 'no rank' "$work/e1" || fail "no rank: want exit 2"
 "$RT" probe --rank 0 >/dev/null 2>"$work/e2"

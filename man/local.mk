@@ -1,0 +1,51 @@
+# man/local.mk: the manual pages and the documents `make install` puts in
+# place (man1dir, docdir). Pages are filled with the version and docdir at
+# build time; the perf tools share one page (the others are .so links).
+MAN_GENERATED = man/loom-run.1 man/loom-info.1 man/loom-ranktable.1 \
+	man/loom-perf.1
+man_MANS = $(MAN_GENERATED)
+dist_man_MANS = man/loom-all_reduce_perf.1 man/loom-all_gather_perf.1 \
+	man/loom-broadcast_perf.1 man/loom-reduce_scatter_perf.1 \
+	man/loom-reduce_perf.1 man/loom-perf-plot.1
+EXTRA_DIST += man/loom-run.1.in man/loom-info.1.in man/loom-ranktable.1.in \
+	man/loom-perf.1.in
+CLEANFILES += $(MAN_GENERATED)
+
+MAN_SUBST = sed -e 's|[@]PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
+	-e 's|[@]docdir[@]|$(docdir)|g'
+man/loom-run.1: $(srcdir)/man/loom-run.1.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && $(MAN_SUBST) $(srcdir)/man/loom-run.1.in >$@
+man/loom-info.1: $(srcdir)/man/loom-info.1.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && $(MAN_SUBST) $(srcdir)/man/loom-info.1.in >$@
+man/loom-ranktable.1: $(srcdir)/man/loom-ranktable.1.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && $(MAN_SUBST) $(srcdir)/man/loom-ranktable.1.in >$@
+man/loom-perf.1: $(srcdir)/man/loom-perf.1.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && $(MAN_SUBST) $(srcdir)/man/loom-perf.1.in >$@
+
+# The documents (each is also in EXTRA_DIST, from its module's fragment).
+doc_DATA = README.md docs/launch.md docs/perf.md docs/probe.md \
+	docs/ranktable.md docs/shm.md docs/testing.md
+EXTRA_DIST += docs/launch.md
+
+# After `make install` (distcheck runs it): the pages and documents are
+# there and render, installed programs run, and a program built against
+# the installed library finds it through the run path the README shows.
+installcheck-local:
+	test -f "$(DESTDIR)$(man1dir)/loom-run.1"
+	test -f "$(DESTDIR)$(man1dir)/loom-all_reduce_perf.1"
+	test -f "$(DESTDIR)$(docdir)/launch.md"
+	test -f "$(DESTDIR)$(docdir)/probe.md"
+	if command -v groff >/dev/null 2>&1; then \
+	  for p in loom-run loom-info loom-ranktable loom-perf loom-reduce_perf; do \
+	    (cd "$(DESTDIR)$(mandir)" && groff -man -ww -z -Tutf8 -soelim man1/$$p.1) || exit 1; \
+	  done; \
+	fi
+	"$(DESTDIR)$(bindir)/loom-info" --version | grep -q "$(PACKAGE_VERSION)"
+	"$(DESTDIR)$(bindir)/loom-ranktable" check \
+	  "$(DESTDIR)$(datadir)/loom/ranktables/single-4.json" >/dev/null
+	$(CC) -I"$(DESTDIR)$(includedir)" -o installcheck-join \
+	  $(srcdir)/tests/integration/launch_join.c -L"$(DESTDIR)$(libdir)" \
+	  -Wl,-rpath,"$(DESTDIR)$(libdir)" -lloom
+	LOOM_RANK=0 LOOM_NRANKS=1 ./installcheck-join url tcp://127.0.0.1:1 | \
+	  grep -q 'rank 0 of 1 ok'
+	rm -f installcheck-join
