@@ -255,17 +255,24 @@ static loom_result_t open_device(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
+/* The OOB service's thread: a message or a socket arrived. Wakes a
+ * sleeping progress() to take it, without ending its wait the way wake()
+ * does. */
 static void oob_notify(void *ctx)
 {
     struct loom_tx *tx = ctx;
-    tx->ops->wake(tx);
+    struct vx_priv *vp = tx->priv;
+    uint64_t one = 1;
+    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
+        /* the counter is full: a notice is pending anyway */
+    }
 }
 
 static loom_result_t init_steps(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->epfd = vp->wakefd = -1;
+    vp->epfd = vp->wakefd = vp->oobfd = -1;
     vp->tune = loom_verbs_default_tuning;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: rank %d of %d", pr->rank,
@@ -291,9 +298,11 @@ static loom_result_t init_steps(struct loom_tx *tx)
         vp->nonce = loom_now_ns() ^ (uint64_t)getpid() << 32;
     vp->epfd = epoll_create1(EPOLL_CLOEXEC);
     vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (vp->epfd < 0 || vp->wakefd < 0)
+    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (vp->epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
         return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: epoll/eventfd: %s", strerror(errno));
     loom_verbs_epoll_add(tx, vp->wakefd, EPOLLIN, VX_EP_WAKE);
+    loom_verbs_epoll_add(tx, vp->oobfd, EPOLLIN, VX_EP_OOB);
     LOOM_CHECK(open_device(tx));
     loom_verbs_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
     loom_oob_set_notify(pr->oob, oob_notify, tx);
@@ -379,58 +388,86 @@ static loom_result_t take_err(struct loom_tx *tx)
     return res;
 }
 
+/* Requests finished so far: progress() that may wait returns once this
+ * moves (or on an error, wake() or the timeout), not for traffic that
+ * finishes nothing (a CTS entry arriving, a peer's queue pair coming up). */
+static uint64_t finished(const struct vx_priv *vp)
+{
+    return vp->counts.sends + vp->counts.recvs;
+}
+
 static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
 {
     struct vx_priv *vp = tx->priv;
+    uint64_t before = finished(vp);
     int deadline_ms;
-    int n = pass(tx, &deadline_ms);
+    pass(tx, &deadline_ms);
     if (vp->pending_err)
         return take_err(tx);
-    if (n > 0 || timeout_us == 0 || vp->shut)
+    if (finished(vp) != before || timeout_us == 0 || vp->shut)
         return LOOM_SUCCESS;
-    /* arm the channel, then look once more: a completion that came between
-     * the poll and the arming raises no event [ibv_get_cq_event(3)] */
-    if (!vp->cq_armed) {
-        int err = vp->ibv->req_notify_cq(vp->cq, 0);
-        if (err) {
-            snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_req_notify_cq: %s", strerror(err));
+    double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
+    for (;;) {
+        /* arm the channel, then look once more: a completion that came
+         * between the poll and the arming raises no event
+         * [ibv_get_cq_event(3)] */
+        if (!vp->cq_armed) {
+            int err = vp->ibv->req_notify_cq(vp->cq, 0);
+            if (err) {
+                snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_req_notify_cq: %s",
+                         strerror(err));
+                return LOOM_ERROR_SYSTEM;
+            }
+            vp->cq_armed = 1;
+            loom_verbs_poll_cq(tx);
+            if (vp->pending_err)
+                return take_err(tx);
+            if (finished(vp) != before)
+                return LOOM_SUCCESS;
+        }
+        int ms = -1;
+        if (timeout_us > 0) {
+            double left = until - loom_now();
+            if (left <= 0)
+                return LOOM_SUCCESS;
+            ms = (int)(left * 1e3) + 1;
+        }
+        if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
+            ms = deadline_ms;
+        struct epoll_event evs[32];
+        int k = epoll_wait(vp->epfd, evs, 32, ms);
+        if (k < 0 && errno != EINTR) {
+            snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: epoll_wait: %s", strerror(errno));
             return LOOM_ERROR_SYSTEM;
         }
-        vp->cq_armed = 1;
-        if (loom_verbs_poll_cq(tx) != 0)
-            return take_err(tx);
-    }
-    int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
-    if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
-        ms = deadline_ms;
-    struct epoll_event evs[32];
-    int k = epoll_wait(vp->epfd, evs, 32, ms);
-    if (k < 0 && errno != EINTR) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: epoll_wait: %s", strerror(errno));
-        return LOOM_ERROR_SYSTEM;
-    }
-    for (int i = 0; i < k; i++) {
-        uint64_t tag = evs[i].data.u64;
-        if (tag == VX_EP_WAKE) {
-            uint64_t v;
-            if (read(vp->wakefd, &v, sizeof v) < 0) {
-                /* EAGAIN: another read took it */
+        int woken = 0;
+        for (int i = 0; i < k; i++) {
+            uint64_t tag = evs[i].data.u64, v;
+            if (tag == VX_EP_WAKE || tag == VX_EP_OOB) {
+                int fd = tag == VX_EP_WAKE ? vp->wakefd : vp->oobfd;
+                if (read(fd, &v, sizeof v) < 0) {
+                    /* EAGAIN: nothing more to take */
+                }
+                woken |= tag == VX_EP_WAKE;
+            } else if (tag == VX_EP_CHANNEL) {
+                struct ibv_cq *cq;
+                void *ctx;
+                while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
+                    vp->ibv->ack_cq_events(cq, 1);
+                    vp->cq_armed = 0;
+                }
+            } else if ((tag >> 32) == 1) {
+                loom_verbs_conn_pending_event(tx, (int)(uint32_t)tag);
+            } else if ((tag >> 32) == 2) {
+                loom_verbs_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
             }
-        } else if (tag == VX_EP_CHANNEL) {
-            struct ibv_cq *cq;
-            void *ctx;
-            while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
-                vp->ibv->ack_cq_events(cq, 1);
-                vp->cq_armed = 0;
-            }
-        } else if ((tag >> 32) == 1) {
-            loom_verbs_conn_pending_event(tx, (int)(uint32_t)tag);
-        } else if ((tag >> 32) == 2) {
-            loom_verbs_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
         }
+        pass(tx, &deadline_ms);
+        if (vp->pending_err)
+            return take_err(tx);
+        if (woken || finished(vp) != before || vp->shut)
+            return LOOM_SUCCESS;
     }
-    pass(tx, NULL);
-    return take_err(tx);
 }
 
 static void vx_wake(struct loom_tx *tx)
@@ -566,7 +603,9 @@ static void vx_finalize(struct loom_tx *tx)
         close(vp->epfd);
     if (vp->wakefd >= 0)
         close(vp->wakefd);
-    vp->epfd = vp->wakefd = -1;
+    if (vp->oobfd >= 0)
+        close(vp->oobfd);
+    vp->epfd = vp->wakefd = vp->oobfd = -1;
     loom_auth_key_clear(&vp->key);
 }
 
@@ -591,10 +630,13 @@ const struct loom_transport loom_verbs_transport = {
      * fails the request at once (done=1) and returns its error. */
     .isend = vx_isend,
     .irecv = vx_irecv,
-    /* Drain the completion queue and the out-of-band messages; when nothing
-     * happened and timeout_us != 0, sleep on the completion channel, the
-     * control sockets, the listener and the wake fd. A failed link fails
-     * its requests and is returned once, errmsg naming the peer. */
+    /* Drain the completion queue and the out-of-band messages; when no
+     * request finished and timeout_us != 0, sleep on the completion
+     * channel, the control sockets and the wake and OOB eventfds until one
+     * does, wake() is called or the timeout passes (traffic that finishes
+     * nothing, such as a CTS entry arriving, does not end the wait). A
+     * failed link fails its requests and is returned once, errmsg naming
+     * the peer. */
     .progress = vx_progress,
     .wake = vx_wake,
     .mem_reg = vx_mem_reg,

@@ -155,7 +155,7 @@ struct vx_priv {
     struct loom_regcache *rc;
     struct loom_auth_key key;
     uint64_t nonce;
-    int epfd, wakefd;
+    int epfd, wakefd, oobfd;     /* oobfd: the OOB service's notices          */
     struct vx_peer *peers;       /* nranks entries; own slot unused           */
     int *live;                   /* ranks with a queue pair (a handful): what */
     int nlive;                   /* the per-pass loops look at                */
@@ -180,6 +180,7 @@ void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const ch
 void loom_verbs_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
 #define VX_EP_WAKE 1ull
 #define VX_EP_CHANNEL 2ull
+#define VX_EP_OOB 3ull
 #define VX_EP_PENDING(fd) (0x100000000ull | (uint64_t)(uint32_t)(fd))
 #define VX_EP_PEER(r) (0x200000000ull | (uint64_t)(uint32_t)(r))
 

@@ -26,6 +26,7 @@
 #include "build_config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1856,6 +1857,27 @@ void vmodel_cfg_loopback(struct vmodel_cfg *cfg)
     };
 }
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw);
+
+/* Trees left by a creator that did not reach vmodel_destroy (a test that
+ * failed and exited at once): removed once that process is gone. */
+static void sweep_stale(void)
+{
+    DIR *d = opendir("/tmp");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0;
+        if (sscanf(e->d_name, "loom-vmodel.%d.", &pid) != 1 || pid <= 0 || pid_alive(pid))
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/tmp/%.250s", e->d_name);
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+}
+
 int vmodel_create(const struct vmodel_cfg *cfg)
 {
     if (cfg->ndevs < 1 || cfg->ndevs > VMODEL_MAX_DEVS) {
@@ -1874,7 +1896,8 @@ int vmodel_create(const struct vmodel_cfg *cfg)
     shm->ndevs = cfg->ndevs;
     shm->time_scale = cfg->time_scale;
     atomic_store(&shm->next_key, 0x100);
-    snprintf(sysfs_dir, sizeof sysfs_dir, "/tmp/loom-vmodel.XXXXXX");
+    sweep_stale();
+    snprintf(sysfs_dir, sizeof sysfs_dir, "/tmp/loom-vmodel.%d.XXXXXX", (int)getpid());
     if (!mkdtemp(sysfs_dir)) {
         perror("vmodel: mkdtemp");
         return -1;
