@@ -436,7 +436,8 @@ static int in_read(struct oob_job *j, struct oob_conn *c)
                 c->got = 0;
                 continue;
             }
-            if ((magic == LOOM_OOB_KIND_TCP || magic == LOOM_OOB_KIND_BOOT) &&
+            if ((magic == LOOM_OOB_KIND_TCP || magic == LOOM_OOB_KIND_BOOT ||
+                 magic == LOOM_OOB_KIND_VERBS) &&
                 loom_get_le16(c->buf + 4) == OOB_VERSION) {
                 struct oob_fd *f = malloc(sizeof *f);
                 if (!f) {
@@ -1031,17 +1032,20 @@ static loom_result_t job_begin(struct oob_job *j, struct loom_oob **out, uint8_t
     loom_net_to_wire((struct sockaddr *)&ss, entry);
     memcpy(j->table + (size_t)j->rank * LOOM_OOB_ENTRY_LEN, entry, LOOM_NET_WIRE_ADDR_LEN);
     j->have[j->rank] = 1;
-    if (pthread_create(&j->thread, NULL, oob_main, j) != 0) {
-        snprintf(err, errlen, "cannot start the out-of-band thread");
-        free(v);
-        return LOOM_ERROR_SYSTEM;
-    }
-    j->thread_started = 1;
+    /* the root view before the thread: it reads j->views (notify_ns) */
     v->job = j;
     v->rank = j->rank;
     v->nranks = j->nranks;
     j->views = v;
     j->nviews = 1;
+    if (pthread_create(&j->thread, NULL, oob_main, j) != 0) {
+        snprintf(err, errlen, "cannot start the out-of-band thread");
+        j->views = NULL;
+        j->nviews = 0;
+        free(v);
+        return LOOM_ERROR_SYSTEM;
+    }
+    j->thread_started = 1;
     *out = v;
     return LOOM_SUCCESS;
 }

@@ -1,3 +1,69 @@
 # src/transport/verbs.mk: the libibverbs transport (issue 18), built when
-# configure finds libibverbs (HAVE_VERBS). Its sources are the only files
-# that include <infiniband/verbs.h>.
+# configure finds <infiniband/verbs.h> (HAVE_VERBS). Its sources are the only
+# files that include <infiniband/verbs.h>; libloom does not link libibverbs
+# (verbs_dl.c opens libibverbs.so.1 at first use), it only needs dlopen.
+if HAVE_VERBS
+libloom_core_la_SOURCES += \
+	src/transport/verbs_api.h \
+	src/transport/verbs_dl.c \
+	src/transport/verbs_gid.h \
+	src/transport/verbs_gid.c \
+	src/transport/verbs_proto.h \
+	src/transport/verbs_proto.c \
+	src/transport/verbs_qp.h \
+	src/transport/verbs_qp.c \
+	src/transport/verbs_priv.h \
+	src/transport/verbs_conn.c \
+	src/transport/verbs_data.c \
+	src/transport/verbs.c
+libloom_core_la_LIBADD += $(DL_LIBS)
+LOOM_INTERNAL_LIBS += $(DL_LIBS)
+
+# The software model of verbs (tests only) and the suites that use it. A
+# test program that links the model and runs with LOOM_TEST_VERBS_MODEL=1
+# gets it instead of libibverbs (verbs_dl.c): the transport contract
+# (check_transport's "verbs (software model)" configuration) and the
+# collective matrix (test_coll_verbs) run over it.
+if HAVE_CHECK
+tests_unit_check_transport_SOURCES += tests/unit/verbs_model.h tests/unit/verbs_model.c
+check_PROGRAMS += tests/unit/check_verbs
+TESTS += tests/unit/check_verbs
+tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/unit/mp_util.h \
+	tests/unit/verbs_model.h tests/unit/verbs_model.c
+tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_verbs_LDADD = $(TEST_LIBS)
+endif
+
+# libFuzzer target over the decoders (configure --enable-fuzzing CC=clang;
+# tests/fuzz/run-fuzz-verbs.sh runs it).
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz_verbs
+tests_fuzz_fuzz_verbs_SOURCES = tests/fuzz/fuzz_verbs.c \
+	src/transport/verbs_proto.c
+tests_fuzz_fuzz_verbs_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_verbs_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
+endif
+endif
+EXTRA_DIST += tests/fuzz/run-fuzz-verbs.sh
+
+# On real RDMA hardware (tests/rdma/verbs.sh; SKIPs without a device): the
+# digest program compares results of two transports bit for bit.
+noinst_PROGRAMS += tests/rdma/digest
+tests_rdma_digest_SOURCES = tests/rdma/digest.c
+tests_rdma_digest_LDADD = libloom.la
+EXTRA_DIST += tests/rdma/verbs.sh docs/rdma-verbs.md
+
+# The collective matrix (test_coll) over the verbs transport on the model:
+# the same program linked with the model, run by test_coll_verbs.sh with
+# LOOM_TRANSPORT=verbs LOOM_TEST_VERBS_MODEL=1 (and no shared memory, so
+# that every byte crosses the transport).
+if HAVE_VERBS
+check_PROGRAMS += tests/integration/test_coll_verbs
+tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
+	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h \
+	tests/unit/verbs_model.h tests/unit/verbs_model.c
+tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
+tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_coll_verbs.sh
+endif
+EXTRA_DIST += tests/integration/test_coll_verbs.sh

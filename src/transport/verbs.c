@@ -1,0 +1,649 @@
+/* verbs.c - the native libibverbs transport: RC queue pairs, clear-to-send
+ * credits, RDMA write with immediate (verbs_proto.h), connections on first
+ * use through the out-of-band service and a TCP control channel per peer
+ * (verbs_conn.c), the data path (verbs_data.c). This file: the vtable,
+ * device choice and set-up, progress, shutdown.
+ *
+ * libibverbs is reached only through the table of verbs_api.h (loaded with
+ * dlopen at first use); tests put a software model of verbs behind it. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "loom.h"
+#include "config.h"
+#include "log.h"
+#include "util.h"
+#include "bootstrap/oob.h"
+#include "transport/verbs_priv.h"
+
+/* Defaults (verbs_priv.h). 64 CTS entries: 64 chunks in flight per
+ * direction; 16 slots of 64 KiB each way (1 MiB per peer and direction):
+ * enough to keep a 100 Gb/s link busy with copied messages; buffers of
+ * 64 KiB and more go zero-copy through the registration cache; the port's
+ * limit (usually 1 or 2 GiB) bounds one write. */
+struct loom_verbs_tuning loom_verbs_default_tuning = {
+    .cts_entries = 64,
+    .bounce_slots = 16,
+    .stage_slots = 16,
+    .slot_size = 64 * 1024,
+    .zcopy_min = 64 * 1024,
+    .inline_max = 128,
+    .max_write = 1u << 30,
+};
+
+#define VX_RC_ENTRIES 256
+#define VX_RC_BYTES (4ull << 30)
+
+const char *loom_verbs_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
+{
+    const char *d = NULL;
+    if (tx->params.describe)
+        d = tx->params.describe(tx->params.describe_ctx, rank);
+    if (d)
+        snprintf(buf, len, "%s", d);
+    else
+        snprintf(buf, len, "rank %d", rank);
+    return buf;
+}
+
+void loom_verbs_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag)
+{
+    struct vx_priv *vp = tx->priv;
+    struct epoll_event ev = {.events = events, .data.u64 = tag};
+    if (epoll_ctl(vp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+        epoll_ctl(vp->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
+{
+    struct vx_priv *vp = tx->priv;
+    struct vx_peer *p = &vp->peers[r];
+    if (p->failed)
+        return;
+    char d[200], what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    /* "rank 3 (...) closed ...", or "rank 3 (...): the RDMA write ..." */
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s%s%s", loom_verbs_describe(tx, r, d, sizeof d),
+             what[0] == ':' ? "" : " ", what);
+    LOOM_WARN(LOOM_SUB_NET, "verbs: rank %d: %s", tx->params.rank, tx->errmsg);
+    p->failed = res;
+    p->state = VX_FAILED;
+    free(p->failmsg);
+    p->failmsg = strdup(tx->errmsg);
+    /* stop the queue pair first: nothing more of the peer's lands in
+     * buffers this rank is about to hand back (writes to a queue pair in
+     * the error state are dropped), and what was posted is flushed */
+    if (p->qp)
+        loom_verbs_qp_to_err(vp->ibv, p->qp);
+    loom_verbs_fail_reqs(tx, r, res);
+    loom_verbs_conn_close(tx, r);
+    vp->pending_err = res;
+    if (!vp->blame)
+        vp->blame = r + 1;
+}
+
+/* The interface that holds addr (for IPoIB, whose addresses are not in the
+ * GID tables), or "" . */
+static void iface_of(const char *addr, char *out, size_t len)
+{
+    out[0] = '\0';
+    struct sockaddr_storage want;
+    socklen_t wl;
+    struct ifaddrs *ifs = NULL;
+    if (!addr || loom_net_parse(addr, 0, &want, &wl) != LOOM_SUCCESS || getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != want.ss_family)
+            continue;
+        int same = want.ss_family == AF_INET
+                       ? memcmp(&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                                &((struct sockaddr_in *)&want)->sin_addr, 4) == 0
+                       : memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                                &((struct sockaddr_in6 *)&want)->sin6_addr, 16) == 0;
+        if (same) {
+            snprintf(out, len, "%s", i->ifa_name);
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+}
+
+static int vx_available(char *why, size_t len)
+{
+    char w[256] = "";
+    const struct loom_ibv *ibv = loom_ibv_get(w, sizeof w);
+    if (!ibv) {
+        snprintf(why, len, "%s", w);
+        return -1;
+    }
+    int n = 0;
+    errno = 0;
+    struct ibv_device **list = ibv->get_device_list(&n);
+    if (!list) {
+        int e = errno;
+        snprintf(why, len, "ibv_get_device_list: %s%s", strerror(e),
+                 e == ENOSYS ? " (this kernel has no RDMA support loaded)" : "");
+        return -1;
+    }
+    ibv->free_device_list(list);
+    if (n == 0) {
+        snprintf(why, len, "%s found no RDMA device", ibv->name);
+        return -1;
+    }
+    return 0;
+}
+
+static loom_result_t rc_reg(void *ctx, void *buf, size_t len, void **handle)
+{
+    struct loom_tx *tx = ctx;
+    struct vx_priv *vp = tx->priv;
+    struct ibv_mr *mr =
+        vp->ibv->reg_mr(vp->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr)
+        return loom_verbs_errno_result(errno);
+    vp->counts.regs++;
+    *handle = mr;
+    return LOOM_SUCCESS;
+}
+
+static void rc_dereg(void *ctx, void *handle)
+{
+    struct loom_tx *tx = ctx;
+    struct vx_priv *vp = tx->priv;
+    vp->ibv->dereg_mr(handle);
+}
+
+static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tx->errmsg, sizeof tx->errmsg, fmt, ap);
+    va_end(ap);
+    return res;
+}
+
+/* Choose the device, port and GID; open it; make what every peer shares. */
+static loom_result_t open_device(struct loom_tx *tx)
+{
+    struct vx_priv *vp = tx->priv;
+    const struct loom_config *cfg = loom_config();
+    struct loom_verbs_topo topo;
+    loom_result_t res = loom_verbs_topo_scan(vp->ibv->sysfs, &topo);
+    if (res < 0)
+        return fail_init(tx, res, "verbs: out of memory reading %s", vp->ibv->sysfs);
+    char ifname[IF_NAMESIZE + 1];
+    iface_of(tx->params.local_addr, ifname, sizeof ifname);
+    char err[LOOM_TX_ERRLEN];
+    res = loom_verbs_choose(&topo, vp->ibv->sysfs, tx->params.local_addr, ifname, cfg->ib_hca,
+                            cfg->ib_gid_index, &vp->choice, err, sizeof err);
+    loom_verbs_topo_free(&topo);
+    if (res < 0)
+        return fail_init(tx, res, "verbs: %s", err);
+
+    int n = 0;
+    struct ibv_device **list = vp->ibv->get_device_list(&n);
+    if (!list)
+        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: ibv_get_device_list: %s",
+                         strerror(errno));
+    for (int i = 0; i < n && !vp->ctx; i++)
+        if (strcmp(vp->ibv->get_device_name(list[i]), vp->choice.dev) == 0)
+            vp->ctx = vp->ibv->open_device(list[i]);
+    int e = errno;
+    vp->ibv->free_device_list(list);
+    if (!vp->ctx)
+        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: cannot open %s (in sysfs%s): %s",
+                         vp->choice.dev, n ? "" : ", but libibverbs lists no device",
+                         strerror(e));
+    struct ibv_port_attr pa;
+    int err_no = vp->ibv->query_port(vp->ctx, (uint8_t)vp->choice.port, &pa);
+    if (err_no)
+        return fail_init(tx, loom_verbs_errno_result(err_no), "verbs: ibv_query_port %s:%d: %s",
+                         vp->choice.dev, vp->choice.port, strerror(err_no));
+    if (pa.state != IBV_PORT_ACTIVE)
+        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: %s port %d is not active (state %d)",
+                         vp->choice.dev, vp->choice.port, pa.state);
+    vp->local = (struct loom_verbs_local){
+        .port = (uint8_t)vp->choice.port,
+        .gid_index = (uint8_t)vp->choice.gid_index,
+        .mtu = (uint8_t)pa.active_mtu,
+        .ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET,
+    };
+    if (!vp->local.ethernet)
+        vp->choice.lid = pa.lid;
+    vp->max_msg = pa.max_msg_sz ? pa.max_msg_sz : (1u << 30);
+    if (vp->tune.max_write > vp->max_msg)
+        vp->tune.max_write = vp->max_msg;
+
+    vp->pd = vp->ibv->alloc_pd(vp->ctx);
+    if (!vp->pd)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_alloc_pd on %s: %s", vp->choice.dev,
+                         strerror(errno));
+    vp->ch = vp->ibv->create_comp_channel(vp->ctx);
+    if (!vp->ch)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_comp_channel: %s",
+                         strerror(errno));
+    int fl = fcntl(vp->ch->fd, F_GETFL);
+    if (fl < 0 || fcntl(vp->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: completion channel non-blocking: %s",
+                         strerror(errno));
+    vp->cq = vp->ibv->create_cq(vp->ctx, 1024, tx, vp->ch, 0);
+    if (!vp->cq)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_cq: %s", strerror(errno));
+    struct loom_regcache_ops ops = {.reg = rc_reg, .dereg = rc_dereg};
+    res = loom_regcache_new(&ops, tx, VX_RC_ENTRIES, VX_RC_BYTES, &vp->rc);
+    if (res < 0)
+        return fail_init(tx, res, "verbs: cannot make a registration cache");
+    return LOOM_SUCCESS;
+}
+
+/* The OOB service's thread: a message or a socket arrived. Wakes a
+ * sleeping progress() to take it, without ending its wait the way wake()
+ * does. */
+static void oob_notify(void *ctx)
+{
+    struct loom_tx *tx = ctx;
+    struct vx_priv *vp = tx->priv;
+    uint64_t one = 1;
+    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
+        /* the counter is full: a notice is pending anyway */
+    }
+}
+
+static loom_result_t init_steps(struct loom_tx *tx)
+{
+    struct vx_priv *vp = tx->priv;
+    const struct loom_tx_params *pr = &tx->params;
+    vp->epfd = vp->wakefd = vp->oobfd = -1;
+    vp->tune = loom_verbs_default_tuning;
+    if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
+        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: rank %d of %d", pr->rank,
+                         pr->nranks);
+    if (!pr->oob)
+        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT,
+                         "verbs: no out-of-band service to connect through");
+    char why[256] = "";
+    vp->ibv = loom_ibv_get(why, sizeof why);
+    if (!vp->ibv)
+        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs is unavailable: %s", why);
+    char kerr[256] = "";
+    loom_result_t res = loom_auth_key_from_config(&vp->key, kerr, sizeof kerr);
+    if (res < 0)
+        return fail_init(tx, res, "verbs: %s", kerr);
+    vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
+    vp->live = calloc((size_t)pr->nranks, sizeof *vp->live);
+    if (!vp->peers || !vp->live)
+        return fail_init(tx, LOOM_ERROR_NO_MEMORY, "verbs: out of memory");
+    for (int r = 0; r < pr->nranks; r++)
+        vp->peers[r].ctl_fd = -1;
+    if (getrandom(&vp->nonce, sizeof vp->nonce, 0) != (ssize_t)sizeof vp->nonce)
+        vp->nonce = loom_now_ns() ^ (uint64_t)getpid() << 32;
+    vp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (vp->epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: epoll/eventfd: %s", strerror(errno));
+    loom_verbs_epoll_add(tx, vp->wakefd, EPOLLIN, VX_EP_WAKE);
+    loom_verbs_epoll_add(tx, vp->oobfd, EPOLLIN, VX_EP_OOB);
+    LOOM_CHECK(open_device(tx));
+    loom_verbs_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
+    loom_oob_set_notify(pr->oob, oob_notify, tx);
+    char gs[64];
+    loom_verbs_gid_format(vp->choice.gid, gs, sizeof gs);
+    snprintf(tx->info, sizeof tx->info, "verbs %s:%d gid %d%s", vp->choice.dev,
+             vp->choice.port, vp->choice.gid_index,
+             vp->choice.type == LOOM_VERBS_GID_ROCE_V2   ? " (RoCE v2)"
+             : vp->choice.type == LOOM_VERBS_GID_ROCE_V1 ? " (RoCE v1)"
+                                                         : "");
+    LOOM_INFO(LOOM_SUB_NET, "verbs: rank %d: %s %s: %s; %s, MTU %d, %s", pr->rank, tx->info,
+              gs, vp->choice.why, vp->ibv->name, loom_verbs_mtu_bytes(vp->local.mtu),
+              loom_regcache_cached(vp->rc, NULL, 0) ? "registration cache on"
+                                                    : "registrations per use");
+    tx->caps = tx->ops->caps;
+    return LOOM_SUCCESS;
+}
+
+/* On failure errmsg says why; loom_tx_open calls finalize, which frees
+ * what was made. */
+static loom_result_t vx_init(struct loom_tx *tx)
+{
+    return init_steps(tx);
+}
+
+static loom_result_t vx_connect(struct loom_tx *tx, int peer)
+{
+    struct vx_priv *vp = tx->priv;
+    if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: connect to rank %d of %d (own rank %d)",
+                 peer, tx->params.nranks, tx->params.rank);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (vp->peers[peer].failed) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s", vp->peers[peer].failmsg);
+        return vp->peers[peer].failed;
+    }
+    return loom_verbs_conn_start(tx, peer);
+}
+
+static loom_result_t vx_isend(struct loom_tx *tx, struct loom_tx_req *req)
+{
+    return loom_verbs_post(tx, req, 1);
+}
+
+static loom_result_t vx_irecv(struct loom_tx *tx, struct loom_tx_req *req)
+{
+    return loom_verbs_post(tx, req, 0);
+}
+
+/* Peers that said goodbye while this rank still waits for them: judged
+ * once the completion queue is drained (what they wrote before leaving
+ * lands first), after a grace (loom_verbs_conn_timeouts). */
+static void check_byes(struct loom_tx *tx)
+{
+    struct vx_priv *vp = tx->priv;
+    for (int i = 0; i < vp->nlive; i++) {
+        struct vx_peer *p = &vp->peers[vp->live[i]];
+        if (p->bye && !p->failed && (p->rhead || p->shead) && p->bye_at == 0)
+            p->bye_at = loom_now();
+    }
+}
+
+/* One non-blocking look at everything; *wait_ms gets how long a sleep may
+ * last before a deadline needs looking at (-1: none). */
+static int pass(struct loom_tx *tx, int *wait_ms)
+{
+    loom_verbs_conn_poll_oob(tx);
+    loom_verbs_conn_take(tx);
+    int n = loom_verbs_poll_cq(tx);
+    check_byes(tx);
+    int ms = loom_verbs_conn_timeouts(tx);
+    if (wait_ms)
+        *wait_ms = ms;
+    return n;
+}
+
+static loom_result_t take_err(struct loom_tx *tx)
+{
+    struct vx_priv *vp = tx->priv;
+    loom_result_t res = vp->pending_err;
+    vp->pending_err = LOOM_SUCCESS;
+    return res;
+}
+
+/* Requests finished so far: progress() that may wait returns once this
+ * moves (or on an error, wake() or the timeout), not for traffic that
+ * finishes nothing (a CTS entry arriving, a peer's queue pair coming up). */
+static uint64_t finished(const struct vx_priv *vp)
+{
+    return vp->counts.sends + vp->counts.recvs;
+}
+
+static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
+{
+    struct vx_priv *vp = tx->priv;
+    uint64_t before = finished(vp);
+    int deadline_ms;
+    pass(tx, &deadline_ms);
+    if (vp->pending_err)
+        return take_err(tx);
+    if (finished(vp) != before || timeout_us == 0 || vp->shut)
+        return LOOM_SUCCESS;
+    double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
+    for (;;) {
+        /* arm the channel, then look once more: a completion that came
+         * between the poll and the arming raises no event
+         * [ibv_get_cq_event(3)] */
+        if (!vp->cq_armed) {
+            int err = vp->ibv->req_notify_cq(vp->cq, 0);
+            if (err) {
+                snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_req_notify_cq: %s",
+                         strerror(err));
+                return LOOM_ERROR_SYSTEM;
+            }
+            vp->cq_armed = 1;
+            loom_verbs_poll_cq(tx);
+            if (vp->pending_err)
+                return take_err(tx);
+            if (finished(vp) != before)
+                return LOOM_SUCCESS;
+        }
+        int ms = -1;
+        if (timeout_us > 0) {
+            double left = until - loom_now();
+            if (left <= 0)
+                return LOOM_SUCCESS;
+            ms = (int)(left * 1e3) + 1;
+        }
+        if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
+            ms = deadline_ms;
+        struct epoll_event evs[32];
+        int k = epoll_wait(vp->epfd, evs, 32, ms);
+        if (k < 0 && errno != EINTR) {
+            snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: epoll_wait: %s", strerror(errno));
+            return LOOM_ERROR_SYSTEM;
+        }
+        int woken = 0;
+        for (int i = 0; i < k; i++) {
+            uint64_t tag = evs[i].data.u64, v;
+            if (tag == VX_EP_WAKE || tag == VX_EP_OOB) {
+                int fd = tag == VX_EP_WAKE ? vp->wakefd : vp->oobfd;
+                if (read(fd, &v, sizeof v) < 0) {
+                    /* EAGAIN: nothing more to take */
+                }
+                woken |= tag == VX_EP_WAKE;
+            } else if (tag == VX_EP_CHANNEL) {
+                struct ibv_cq *cq;
+                void *ctx;
+                while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
+                    vp->ibv->ack_cq_events(cq, 1);
+                    vp->cq_armed = 0;
+                }
+            } else if ((tag >> 32) == 1) {
+                loom_verbs_conn_pending_event(tx, (int)(uint32_t)tag);
+            } else if ((tag >> 32) == 2) {
+                loom_verbs_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
+            }
+        }
+        pass(tx, &deadline_ms);
+        if (vp->pending_err)
+            return take_err(tx);
+        if (woken || finished(vp) != before || vp->shut)
+            return LOOM_SUCCESS;
+    }
+}
+
+static void vx_wake(struct loom_tx *tx)
+{
+    struct vx_priv *vp = tx->priv;
+    uint64_t one = 1;
+    if (vp->wakefd >= 0 && write(vp->wakefd, &one, sizeof one) < 0) {
+        /* the counter is full: a wake is pending anyway */
+    }
+}
+
+static loom_result_t vx_mem_reg(struct loom_tx *tx, void *buf, size_t len,
+                                enum loom_mem_type mem, void **mr)
+{
+    struct vx_priv *vp = tx->priv;
+    if (mem != LOOM_MEM_HOST) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: device memory is not supported here");
+        return LOOM_ERROR_NOT_SUPPORTED;
+    }
+    struct ibv_mr *m =
+        vp->ibv->reg_mr(vp->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!m) {
+        int e = errno;
+        snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_reg_mr of %zu bytes at %p: %s", len,
+                 buf, strerror(e));
+        return loom_verbs_errno_result(e);
+    }
+    vp->counts.regs++;
+    *mr = m;
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t vx_mem_dereg(struct loom_tx *tx, void *mr)
+{
+    struct vx_priv *vp = tx->priv;
+    int err = mr ? vp->ibv->dereg_mr(mr) : 0;
+    if (err) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_dereg_mr: %s", strerror(err));
+        return loom_verbs_errno_result(err);
+    }
+    return LOOM_SUCCESS;
+}
+
+static void vx_shutdown(struct loom_tx *tx, loom_result_t res)
+{
+    struct vx_priv *vp = tx->priv;
+    if (!vp->peers || vp->shut)
+        return;
+    if (res >= 0)
+        res = LOOM_ERROR_ABORTED;
+    vp->shut = 1;
+    /* tell the live peers first, so that ranks not waiting on the cause
+     * learn of it now and can name it */
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : vp->blame - 1;
+    for (int r = 0; r < tx->params.nranks; r++) {
+        struct vx_peer *p = &vp->peers[r];
+        if (r == tx->params.rank || p->failed || p->bye || p->ctl != VX_CTL_UP)
+            continue;
+        loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
+                            tx->notice_count,
+                            tx->notice_desc | (uint64_t)(uint32_t)res << 32);
+        /* half-close: the notice is followed by an end of stream */
+        shutdown(p->ctl_fd, SHUT_WR);
+    }
+    /* an orderly end of this rank's links, not a link failure */
+    for (int r = 0; r < tx->params.nranks; r++) {
+        struct vx_peer *p = &vp->peers[r];
+        if (r == tx->params.rank || p->failed)
+            continue;
+        if (p->qp)
+            loom_verbs_qp_to_err(vp->ibv, p->qp);
+        loom_verbs_fail_reqs(tx, r, res);
+        p->failed = res;
+        p->state = VX_FAILED;
+        free(p->failmsg);
+        char d[256], msg[LOOM_TX_ERRLEN];
+        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut down (%s)",
+                 loom_verbs_describe(tx, r, d, sizeof d), loom_result_string(res));
+        p->failmsg = strdup(msg);
+    }
+}
+
+static void vx_finalize(struct loom_tx *tx)
+{
+    struct vx_priv *vp = tx->priv;
+    if (!vp)
+        return;
+    if (vp->peers) {
+        for (int r = 0; r < tx->params.nranks; r++) {
+            struct vx_peer *p = &vp->peers[r];
+            if (r != tx->params.rank && !p->failed && p->ctl == VX_CTL_UP)
+                loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_BYE, 0, 0, 0, 0);
+        }
+        for (int r = 0; r < tx->params.nranks; r++) {
+            struct vx_peer *p = &vp->peers[r];
+            loom_verbs_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
+            loom_verbs_conn_close(tx, r);
+            if (p->qp)
+                vp->ibv->destroy_qp(p->qp);
+            p->qp = NULL;
+            loom_verbs_peer_mem_free(tx, r);
+            free(p->failmsg);
+        }
+        free(vp->peers);
+        vp->peers = NULL;
+    }
+    free(vp->live);
+    vp->live = NULL;
+    vp->nlive = 0;
+    if (tx->params.oob)
+        loom_oob_set_notify(tx->params.oob, NULL, NULL);
+    for (int i = 0; i < vp->npending; i++)
+        close(vp->pending[i].fd);
+    free(vp->pending);
+    vp->pending = NULL;
+    vp->npending = 0;
+    if (vp->rc)
+        loom_regcache_free(vp->rc);
+    vp->rc = NULL;
+    if (vp->cq)
+        vp->ibv->destroy_cq(vp->cq);
+    if (vp->ch)
+        vp->ibv->destroy_comp_channel(vp->ch);
+    if (vp->pd)
+        vp->ibv->dealloc_pd(vp->pd);
+    if (vp->ctx)
+        vp->ibv->close_device(vp->ctx);
+    vp->cq = NULL;
+    vp->ch = NULL;
+    vp->pd = NULL;
+    vp->ctx = NULL;
+    if (vp->epfd >= 0)
+        close(vp->epfd);
+    if (vp->wakefd >= 0)
+        close(vp->wakefd);
+    if (vp->oobfd >= 0)
+        close(vp->oobfd);
+    vp->epfd = vp->wakefd = vp->oobfd = -1;
+    loom_auth_key_clear(&vp->key);
+}
+
+const struct loom_transport loom_verbs_transport = {
+    .struct_size = sizeof(struct loom_transport),
+    .name = "verbs",
+    .priv_size = sizeof(struct vx_priv),
+    .caps = LOOM_TX_CAP_FINGERPRINT | LOOM_TX_CAP_RDMA_WRITE | LOOM_TX_CAP_LIVENESS,
+    /* libibverbs.so.1 loads and lists at least one device; else why not
+     * ("libibverbs.so.1: cannot open shared object file: ...",
+     * "ibv_get_device_list: Function not implemented ..."). */
+    .available = vx_available,
+    /* Choose the device, port and GID (by params.local_addr, or
+     * LOOM_IB_HCA / LOOM_IB_GID_INDEX; the error lists all found), open
+     * it, make the protection domain, completion channel and queue,
+     * registration cache and control listener. Touches no peer. */
+    .init = vx_init,
+    /* Make the queue pair and send its data to the peer through the
+     * out-of-band service; never blocks; the rest in progress(). */
+    .connect = vx_connect,
+    /* Queue; advertise or write what credits allow now. A peer that failed
+     * fails the request at once (done=1) and returns its error. */
+    .isend = vx_isend,
+    .irecv = vx_irecv,
+    /* Drain the completion queue and the out-of-band messages; when no
+     * request finished and timeout_us != 0, sleep on the completion
+     * channel, the control sockets and the wake and OOB eventfds until one
+     * does, wake() is called or the timeout passes (traffic that finishes
+     * nothing, such as a CTS entry arriving, does not end the wait). A
+     * failed link fails its requests and is returned once, errmsg naming
+     * the peer. */
+    .progress = vx_progress,
+    .wake = vx_wake,
+    .mem_reg = vx_mem_reg,
+    .mem_dereg = vx_mem_dereg,
+    /* Tell live peers (control channel), stop every queue pair, fail every
+     * pending request with res. */
+    .shutdown = vx_shutdown,
+    /* Say goodbye on the control channels and free everything. */
+    .finalize = vx_finalize,
+};
