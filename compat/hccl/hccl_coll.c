@@ -9,11 +9,13 @@
 
 #include "hccl_internal.h"
 
-/* A reduction's dtype and op, or the reported reason why not. */
-static HcclResult reduce_args(const char *what, HcclDataType dt,
+/* A reduction's communicator, dtype and op, or the reported reason why not. */
+static HcclResult reduce_args(const char *what, HcclComm comm, HcclDataType dt,
                               HcclReduceOp op, loom_dtype_t *ldt,
                               loom_redop_t *lop)
 {
+    if (!comm)
+        return loom_hccl_fail(HCCL_E_PTR, what, "comm is NULL");
     int rc = loom_hccl_reduce_dtype(dt, ldt);
     if (rc == -2)
         return loom_hccl_fail(HCCL_E_PARA, what, "dataType %d is not an "
@@ -75,9 +77,7 @@ LOOM_HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf,
     const char *what = "HcclAllReduce";
     loom_dtype_t dt;
     loom_redop_t lop;
-    HcclResult h = need_comm(what, comm);
-    if (h == HCCL_SUCCESS)
-        h = reduce_args(what, dataType, op, &dt, &lop);
+    HcclResult h = reduce_args(what, comm, dataType, op, &dt, &lop);
     if (h != HCCL_SUCCESS)
         return h;
     return done(loom_allreduce(sendBuf, recvBuf, count, dt, lop,
@@ -93,9 +93,7 @@ LOOM_HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf,
     const char *what = "HcclReduce";
     loom_dtype_t dt;
     loom_redop_t lop;
-    HcclResult h = need_comm(what, comm);
-    if (h == HCCL_SUCCESS)
-        h = reduce_args(what, dataType, op, &dt, &lop);
+    HcclResult h = reduce_args(what, comm, dataType, op, &dt, &lop);
     if (h != HCCL_SUCCESS)
         return h;
     if (root > INT32_MAX)
@@ -115,9 +113,7 @@ LOOM_HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf,
     const char *what = "HcclReduceScatter";
     loom_dtype_t dt;
     loom_redop_t lop;
-    HcclResult h = need_comm(what, comm);
-    if (h == HCCL_SUCCESS)
-        h = reduce_args(what, dataType, op, &dt, &lop);
+    HcclResult h = reduce_args(what, comm, dataType, op, &dt, &lop);
     if (h != HCCL_SUCCESS)
         return h;
     return done(loom_reduce_scatter(sendBuf, recvBuf, recvCount, dt, lop,

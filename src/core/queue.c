@@ -54,6 +54,32 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
     return res;
 }
 
+/* Takes the queue's first op and runs it, lock held on entry and on return
+ * (released while the op runs; busy keeps another thread from starting
+ * the next): a stream's op is freed, a blocking call's waiter woken. */
+static void run_head(struct loom_comm *comm)
+{
+    struct loom_op *op = comm->head;
+    comm->head = op->next;
+    if (!comm->head)
+        comm->tail = NULL;
+    comm->busy = 1;
+    pthread_mutex_unlock(&comm->lock);
+
+    loom_result_t res = execute(comm, op);
+
+    pthread_mutex_lock(&comm->lock);
+    comm->busy = 0;
+    if (op->stream) {
+        loom_op_release(op);
+        free(op);
+    } else {
+        op->result = res;
+        op->done = 1;
+        pthread_cond_broadcast(&comm->done_cv);
+    }
+}
+
 static void *progress_main(void *arg)
 {
     struct loom_comm *comm = arg;
@@ -85,25 +111,7 @@ static void *progress_main(void *arg)
             pthread_cond_wait(&comm->work_cv, &comm->lock);
             continue;
         }
-        struct loom_op *op = comm->head;
-        comm->head = op->next;
-        if (!comm->head)
-            comm->tail = NULL;
-        comm->busy = 1;
-        pthread_mutex_unlock(&comm->lock);
-
-        loom_result_t res = execute(comm, op);
-
-        pthread_mutex_lock(&comm->lock);
-        comm->busy = 0;
-        if (op->stream) {
-            loom_op_release(op);
-            free(op);
-        } else {
-            op->result = res;
-            op->done = 1;
-            pthread_cond_broadcast(&comm->done_cv);
-        }
+        run_head(comm);
     }
     pthread_mutex_unlock(&comm->lock);
     return NULL;
@@ -117,24 +125,7 @@ int loom_comm_help(struct loom_comm *comm)
         pthread_mutex_unlock(&comm->lock);
         return 0;
     }
-    comm->head = op->next;
-    if (!comm->head)
-        comm->tail = NULL;
-    comm->busy = 1;
-    pthread_mutex_unlock(&comm->lock);
-
-    loom_result_t res = execute(comm, op);
-
-    pthread_mutex_lock(&comm->lock);
-    comm->busy = 0;
-    if (op->stream) {
-        loom_op_release(op);
-        free(op);
-    } else {
-        op->result = res;
-        op->done = 1;
-        pthread_cond_broadcast(&comm->done_cv);
-    }
+    run_head(comm);
     if (comm->head)
         pthread_cond_signal(&comm->work_cv);
     pthread_mutex_unlock(&comm->lock);
