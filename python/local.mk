@@ -42,7 +42,9 @@ $(LOOM_TORCH_EXT): $(LOOM_TORCH_OBJ)
 CLEANFILES += $(LOOM_TORCH_OBJ) $(LOOM_TORCH_EXT)
 endif
 
-python/.built: $(LOOM_PY_SRC) $(LOOM_TORCH_EXT) Makefile
+# the sources named in $(srcdir): VPATH would take the build tree's copies
+python/.built: $(srcdir)/python/loom/__init__.py $(srcdir)/python/loom/_lib.py \
+		$(srcdir)/python/loom/torch/__init__.py $(LOOM_TORCH_EXT) Makefile
 	$(AM_V_GEN)$(MKDIR_P) python/loom/torch && \
 	if test "$(srcdir)" != "."; then \
 	  for f in $(LOOM_PY_SRC); do cp "$(srcdir)/$$f" "$$f" || exit 1; done; \

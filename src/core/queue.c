@@ -86,14 +86,19 @@ static void *progress_main(void *arg)
     loom_log_set_rank(comm->rank);
     /* named for debuggers, top -H and the perf tools' per-thread CPU time */
     pthread_setname_np(pthread_self(), "loom-progress");
+    int ran = 0; /* this thread ran an op since it last slept */
     pthread_mutex_lock(&comm->lock);
     for (;;) {
         if (!comm->head) {
             if (comm->stop)
                 break;
-            /* spin a little before sleeping: the next op often follows */
+            /* spin a little before sleeping: the next op often follows one
+             * this thread ran. Woken for an op that a waiter ran itself
+             * (loom_comm_help), it sleeps at once: spinning then only takes
+             * a CPU from the ranks that are in the call. */
             pthread_mutex_unlock(&comm->lock);
-            uint64_t until = loom_now_ns() + (uint64_t)comm->spin_us * 1000ull;
+            uint64_t until = loom_now_ns() + (ran ? (uint64_t)comm->spin_us * 1000ull : 0);
+            ran = 0;
             while (!__atomic_load_n(&comm->head, __ATOMIC_ACQUIRE) &&
                    !__atomic_load_n(&comm->stop, __ATOMIC_ACQUIRE) &&
                    loom_now_ns() < until)
@@ -112,6 +117,7 @@ static void *progress_main(void *arg)
             continue;
         }
         run_head(comm);
+        ran = 1;
     }
     pthread_mutex_unlock(&comm->lock);
     return NULL;

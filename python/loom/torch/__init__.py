@@ -13,8 +13,16 @@ rank table instead (as torch_npu's HCCL backend does). Tensors are CPU tensors
 """
 import os
 
-import torch  # noqa: F401 (torch's libraries first)
-import torch.distributed as dist
+# Training keeps the host's cores busy with compute: a Loom thread that
+# spins while it waits takes a core from it (and, on a host with as many
+# ranks as cores, from the peer it waits for). Unless the user chose, waits
+# sleep at once (perf/torch_bench.py on 2 ranks / 2 cores: all_reduce 2-8x
+# faster below 1 MiB than with the 50 us default spin). Read by Loom at its
+# first communicator, so set before any.
+os.environ.setdefault("LOOM_SPIN_US", "0")
+
+import torch  # noqa: F401,E402 (torch's libraries first)
+import torch.distributed as dist  # noqa: E402
 
 import loom  # loads libloom, whose symbols the extension uses
 
