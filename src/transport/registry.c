@@ -118,3 +118,18 @@ loom_result_t loom_tx_bootstrap(const struct loom_transport *ops, int rank, int 
     }
     return res;
 }
+
+void loom_tx_stop_reason(char *buf, size_t len, loom_result_t code,
+                         unsigned long long seq, const char *who)
+{
+    if (!who)
+        snprintf(buf, len, "failed in call #%llu (%s)", seq, loom_result_string(code));
+    else if (code == LOOM_ERROR_MISMATCH)
+        snprintf(buf, len, "stopped in call #%llu: it and %s are in different "
+                 "collective calls", seq, who);
+    else if (code == LOOM_ERROR_TIMEOUT)
+        snprintf(buf, len, "stopped in call #%llu: it timed out waiting for %s", seq, who);
+    else
+        snprintf(buf, len, "stopped in call #%llu after losing %s (%s)", seq, who,
+                 loom_result_string(code));
+}

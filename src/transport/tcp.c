@@ -226,27 +226,16 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
             return 0;
         }
         unsigned long long q = (unsigned long long)f->seq;
+        const char *who = NULL;
         if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
-            const char *who = culprit == tx->params.rank
-                                  ? "this rank"
-                                  : loom_tcp_describe(tx, culprit, d, sizeof d);
-            if (code == LOOM_ERROR_MISMATCH)
-                loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                          "stopped in call #%llu: it and %s are in different "
-                          "collective calls", q, who);
-            else if (code == LOOM_ERROR_TIMEOUT)
-                loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                          "stopped in call #%llu: it timed out waiting for %s", q, who);
-            else
-                loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                          "stopped in call #%llu after losing %s (%s)", q, who,
-                          loom_result_string(code));
+            who = culprit == tx->params.rank ? "this rank"
+                                             : loom_tcp_describe(tx, culprit, d, sizeof d);
             if (culprit != tx->params.rank)
                 tp->blame = culprit + 1; /* pass the original cause on */
-        } else {
-            loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "failed in call #%llu (%s)", q,
-                      loom_result_string(code));
         }
+        char why[400];
+        loom_tx_stop_reason(why, sizeof why, code, q, who);
+        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
         return 0;
     }
     loom_tcp_fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "sent an unknown control frame %u", f->tag);

@@ -195,6 +195,14 @@ loom_result_t loom_tx_bootstrap(const struct loom_transport *ops, int rank, int 
                                 double timeout, struct loom_oob **oob,
                                 struct loom_tx **tx, char *err, size_t errlen);
 
+/* What a peer's failure notice says, as the end of a sentence naming the
+ * peer ("stopped in call #7: it timed out waiting for rank 3 (...)"): code
+ * is the error it stopped with, seq its call, who the rank it blamed
+ * ("this rank", or that rank described), NULL when it blamed none. Every
+ * transport that carries notices words them alike. */
+void loom_tx_stop_reason(char *buf, size_t len, loom_result_t code,
+                         unsigned long long seq, const char *who);
+
 extern const struct loom_transport loom_tcp_transport;
 extern const struct loom_transport loom_ofi_transport;   /* when built */
 extern const struct loom_transport loom_verbs_transport; /* when built */

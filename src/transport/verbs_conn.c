@@ -535,27 +535,16 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_verbs_fram
                                  "is in another collective call (it stopped in call #%llu)", q);
             return;
         }
+        const char *who = NULL;
         if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
-            const char *who = culprit == tx->params.rank
-                                  ? "this rank"
-                                  : loom_verbs_describe(tx, culprit, d, sizeof d);
-            if (code == LOOM_ERROR_MISMATCH)
-                loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                                     "stopped in call #%llu: it and %s are in different "
-                                     "collective calls", q, who);
-            else if (code == LOOM_ERROR_TIMEOUT)
-                loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                                     "stopped in call #%llu: it timed out waiting for %s", q, who);
-            else
-                loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                                     "stopped in call #%llu after losing %s (%s)", q, who,
-                                     loom_result_string(code));
+            who = culprit == tx->params.rank ? "this rank"
+                                             : loom_verbs_describe(tx, culprit, d, sizeof d);
             if (culprit != tx->params.rank)
                 vp->blame = culprit + 1; /* pass the original cause on */
-        } else {
-            loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE, "failed in call #%llu (%s)", q,
-                                 loom_result_string(code));
         }
+        char why[400];
+        loom_tx_stop_reason(why, sizeof why, code, q, who);
+        loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
         return;
     }
     default:
