@@ -55,8 +55,17 @@ static char *rank_err(struct job *j, int rank)
     return j->errs + rank * ERRSLOT;
 }
 
-/* This rank's out-of-band service; closed with the process. */
+/* This rank's out-of-band service; closed as the rank exits (mp_before_exit),
+ * so that what it queued still goes: a rank that failed right after
+ * bootstrap still tells rank 0 it got the table, as loom_comm_destroy would
+ * let it. */
 static struct loom_oob *g_oob;
+
+static void close_oob(void)
+{
+    loom_oob_close(g_oob);
+    g_oob = NULL;
+}
 
 /* Bootstrap, open tcp, and connect every peer (the transport makes each
  * socket on first use; connect() asks for socket 0 now). Returns 0 or a
@@ -1337,6 +1346,7 @@ static Suite *tcp_suite(void)
 
 int main(void)
 {
+    mp_before_exit = close_oob;
     SRunner *sr = srunner_create(tcp_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -19,6 +19,11 @@
 
 typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
 
+/* When set, each child calls it before it exits: a test closes there what a
+ * process using the library would close on its way out (its out-of-band
+ * service, which lets what it queued go before the process ends). */
+static void (*mp_before_exit)(void) __attribute__((unused));
+
 /* A port outside the kernel's ephemeral range (bootstrap.h), so that no
  * connection made meanwhile takes it before the test listens; -1 if none. */
 static inline int mp_free_port(void)
@@ -44,6 +49,8 @@ static inline unsigned mp_run(int nranks, mp_rank_fn fn, void *arg,
         if (pids[r] == 0) {
             alarm((unsigned)timeout_s + 2); /* never outlive the test */
             int rc = fn(r, nranks, arg);
+            if (mp_before_exit)
+                mp_before_exit();
             fflush(stdout);
             fflush(stderr);
             _exit(rc);
