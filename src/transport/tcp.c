@@ -256,9 +256,14 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
     loom_tcp_frame_encode(&f, hdr);
     for (int s = 0; s < tp->nsocks; s++) {
         struct tcp_sock *sk = &tp->peers[r].socks[s];
-        if (sk->fd < 0 || (sk->sendq.head && sk->sendq.head->done))
+        /* A socket whose signed hello is out counts as up at the peer (it
+         * reads the hello, proves the key back and watches the socket),
+         * though this side still waits for the proof: it hears the frame
+         * too, rather than an end of stream without a goodbye. */
+        int fd = sk->fd >= 0 ? sk->fd : sk->cstate == TCP_CS_PROOF ? sk->hs_fd : -1;
+        if (fd < 0 || (sk->sendq.head && sk->sendq.head->done))
             continue;
-        if (send(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        if (send(fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
             continue; /* the link is already gone or full: nothing to add */
     }
 }
