@@ -192,8 +192,8 @@ void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
     LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
     peer_down(tx, r, res, tx->errmsg);
     tp->pending_err = res;
-    if (!tp->blame)
-        tp->blame = r + 1;
+    if (!tx->blame)
+        tx->blame = r + 1;
 }
 
 /* A control frame from peer r (see tcp_frame.h). Returns 1 when the link
@@ -231,7 +231,7 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
             who = culprit == tx->params.rank ? "this rank"
                                              : loom_tcp_describe(tx, culprit, d, sizeof d);
             if (culprit != tx->params.rank)
-                tp->blame = culprit + 1; /* pass the original cause on */
+                tx->blame = culprit + 1; /* pass the original cause on */
         }
         char why[400];
         loom_tx_stop_reason(why, sizeof why, code, q, who);
@@ -860,7 +860,7 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         res = LOOM_ERROR_ABORTED;
     /* Tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it. */
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tp->blame - 1;
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
     uint64_t word = (uint64_t)(uint32_t)res << 32 | (uint32_t)(culprit + 1);
     for (int r = 0; r < tx->params.nranks; r++) {
         if (r == tx->params.rank || tp->peers[r].failed || tp->peers[r].bye)
