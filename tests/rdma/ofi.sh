@@ -339,8 +339,8 @@ EOF
 
 # LOOM_SHM=0: every peer over the transport under test, so that each rank
 # hears of the victim through it. (With shared memory between a server's
-# ranks, a rank that only saw a same-server rank exit after the loss names
-# that rank instead: seen here over tcp with 2 ranks per server.)
+# ranks, a rank of another server may name the victim's server-mate that
+# failed with it rather than the victim: test_kill_two_server.sh.)
 case_kill() {
     local victim=$((NRANKS - 1)) name=kill r
     for r in $(seq 0 $((NRANKS - 1))); do
