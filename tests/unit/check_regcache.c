@@ -14,6 +14,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,14 +490,14 @@ END_TEST
 /* Another thread unmaps and maps while this one keeps asking. */
 struct churn {
     uint8_t *p;
-    volatile int stop;
+    atomic_int stop;
     volatile unsigned long cycles;
 };
 
 static void *churn_main(void *arg)
 {
     struct churn *c = arg;
-    while (!c->stop) {
+    while (!atomic_load(&c->stop)) {
         munmap(c->p, 2 * PS);
         void *q = mmap(c->p, 2 * PS, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
@@ -519,7 +520,7 @@ START_TEST(test_concurrent_unmap)
         get(rc, c.p, PS, &ref); /* checks the handle is live and covers */
         loom_regcache_put(rc, ref);
     }
-    c.stop = 1;
+    atomic_store(&c.stop, 1);
     pthread_join(t, NULL);
     ck_assert_uint_gt(c.cycles, 0);
     struct loom_regcache_stats st;

@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -745,14 +746,14 @@ END_TEST
  * (a wake-up before the wait must not be lost). */
 struct waker {
     struct loom_tx *tx;
-    volatile int stop;
+    atomic_int stop;
 };
 
 static void *wake_later(void *arg)
 {
     struct waker *w = arg;
     usleep(300000);
-    while (!w->stop) {
+    while (!atomic_load(&w->stop)) {
         w->tx->ops->wake(w->tx);
         usleep(100000);
     }
@@ -792,7 +793,7 @@ static int wake_main(int rank, int n, void *arg)
     double t0 = mp_now();
     loom_result_t res = tx->ops->progress(tx, -1);
     double dt = mp_now() - t0;
-    wk.stop = 1;
+    atomic_store(&wk.stop, 1);
     pthread_join(th, NULL);
     snprintf(rank_err(j, rank), ERRSLOT, "progress: %s after %.3f s, done %d",
              loom_result_string(res), dt, r.done);

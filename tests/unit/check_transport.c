@@ -17,6 +17,7 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,14 +296,14 @@ END_TEST
  * a wake-up that comes before the wait cannot be lost that way. */
 struct waker {
     struct loom_tx *tx;
-    volatile int stop;
+    atomic_int stop;
 };
 
 static void *wake_soon(void *arg)
 {
     struct waker *w = arg;
     usleep(300000);
-    while (!w->stop) {
+    while (!atomic_load(&w->stop)) {
         w->tx->ops->wake(w->tx);
         usleep(100000);
     }
@@ -345,7 +346,7 @@ static int wake_shutdown_main(int rank, int n, void *arg)
     double t0 = mp_now();
     loom_result_t res = tx->ops->progress(tx, -1); /* only wake() ends this */
     double dt = mp_now() - t0;
-    wk.stop = 1;
+    atomic_store(&wk.stop, 1);
     pthread_join(th, NULL);
     if (res != LOOM_SUCCESS || r[0].done || dt < 0.25 || dt > 2.0) {
         snprintf(rank_err(j, rank), ERRSLOT, "progress(-1) after wake: %s in %.3f s, done %d",
