@@ -159,7 +159,8 @@ static void ctl_mac(struct ox_priv *vp, char role, const uint8_t *hello, uint8_t
     memset(mac, 0, 32);
     if (!vp->key.set)
         return;
-    uint8_t msg[sizeof OX_MAC_CTX + 1 + OX_HELLO_SIGNED];
+    /* the context's characters, the role, the signed bytes: every byte set */
+    uint8_t msg[sizeof OX_MAC_CTX + OX_HELLO_SIGNED];
     memcpy(msg, OX_MAC_CTX, sizeof OX_MAC_CTX - 1);
     msg[sizeof OX_MAC_CTX - 1] = (uint8_t)role;
     memcpy(msg + sizeof OX_MAC_CTX, hello, OX_HELLO_SIGNED);
@@ -487,7 +488,18 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
     case OX_CTL_FAIL: {
         int culprit = (int)f->flags - 1;
         loom_result_t code = (loom_result_t)(int32_t)(uint32_t)(f->w2 >> 32);
+        uint32_t desc = (uint32_t)f->w2;
         unsigned long long q = (unsigned long long)f->w0;
+        if (code == LOOM_ERROR_MISMATCH && culprit == tx->params.rank) {
+            /* it found this rank in another call: its call, for the
+             * message naming both */
+            tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r,
+                                                     .tag = (uint32_t)f->w0, .desc = desc,
+                                                     .count = f->w1};
+            loom_ofi_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
+                               "is in another collective call (it stopped in call #%llu)", q);
+            return;
+        }
         const char *who = NULL;
         if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
             who = culprit == tx->params.rank ? "this rank"

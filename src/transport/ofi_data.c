@@ -233,7 +233,7 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
     op->is_send = req->is_send;
     op->len = clen;
     op->off = off;
-    uint64_t tag = OX_TAG(i, rs->msg);
+    uint64_t tag = OX_TAG(i, req->len, rs->msg);
     ssize_t ret = req->is_send
                       ? fi_tsend(vp->ep, buf, clen, desc, p->addr, tag, &op->ctx)
                       : fi_trecv(vp->ep, buf, clen, desc, p->addr, tag, 0, &op->ctx);
@@ -347,6 +347,8 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[op->peer];
     struct loom_tx_req *req = op->req;
+    if (err < 0)
+        err = -err; /* shm reports negative errors */
     op_unlink(vp, op);
     p->inflight--;
     if (req) {

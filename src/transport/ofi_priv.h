@@ -14,16 +14,22 @@
  *
  *   63..60 protocol (OX_PROTO_DATA)   59..52 communicator bits (reserved, 0:
  *   each communicator has its own endpoint)   51..40 chunk index
- *   39..0  message number on that direction of that peer link
+ *   39..28 a hash of the message's length   27..0 message number on that
+ *   direction of that peer link (modulo 2^28: distinct among those posted)
  *
  * The k-th send to a peer is message k; the k-th receive posted for it
  * expects message k: FIFO per peer whatever order the provider completes in,
  * and completions are handed to the caller in that order too (so the
  * core's envelope, message k, is checked before the data it announces,
  * message k+1). The call's fingerprint travels in that envelope (the
- * transport has no LOOM_TX_CAP_FINGERPRINT); lengths are checked here too:
- * a chunk that arrives shorter than posted, or truncated (however the
- * provider says it), fails the receive. */
+ * transport has no LOOM_TX_CAP_FINGERPRINT). Lengths: a message of another
+ * length than its receive does not match it (the length hash in the tag),
+ * so no provider truncates (tcp;ofi_rxm drops the connection after a
+ * truncation, shm may hang or crash, udp;ofi_rxd truncates silently): the
+ * receive waits and the core's envelope, which carries the length, names
+ * the mismatch. Should the hashes collide, a chunk that arrives shorter
+ * than posted, or truncated (however the provider says it), fails the
+ * receive with LOOM_ERROR_MISMATCH. */
 #ifndef LOOM_OFI_PRIV_H
 #define LOOM_OFI_PRIV_H
 
@@ -42,9 +48,16 @@
 #include "transport/transport.h"
 
 #define OX_PROTO_DATA 1ull
-#define OX_TAG(chunk, msg)                                                     \
+/* 12 bits of a message's length: a message of another length than the
+ * receive (3.999 times in 4096) matches nothing rather than being truncated
+ * (each provider reports truncation its own way, one not at all) */
+static inline uint64_t ox_len_hash(uint64_t len)
+{
+    return ((len + 1) * 0x9e3779b97f4a7c15ull) >> 52;
+}
+#define OX_TAG(chunk, len, msg)                                                \
     ((OX_PROTO_DATA << 60) | ((uint64_t)(chunk) & 0xfffull) << 40 |            \
-     ((uint64_t)(msg) & 0xffffffffffull))
+     ox_len_hash(len) << 28 | ((uint64_t)(msg) & 0xfffffffull))
 #define OX_MAX_CHUNKS 4096u
 
 #define OX_TOKEN_LEN 32
