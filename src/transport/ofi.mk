@@ -42,3 +42,8 @@ endif
 # where the ofi transport is not built.
 TESTS += tests/integration/test_coll_ofi.sh
 EXTRA_DIST += tests/integration/test_coll_ofi.sh
+
+# The 3-host network-namespace job (tests/netns/run.sh's cases) over ofi:
+# skips where ofi is not built or namespaces are not permitted.
+TESTS += tests/netns/ofi.sh
+EXTRA_DIST += tests/netns/ofi.sh
