@@ -47,3 +47,4 @@ EXTRA_DIST += tests/integration/test_coll_ofi.sh
 # skips where ofi is not built or namespaces are not permitted.
 TESTS += tests/netns/ofi.sh
 EXTRA_DIST += tests/netns/ofi.sh
+EXTRA_DIST += docs/ofi.md
