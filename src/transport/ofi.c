@@ -391,6 +391,37 @@ static uint64_t finished(const struct ox_priv *vp)
     return vp->counts.sends + vp->counts.recvs;
 }
 
+/* Wait up to ms (0: a look) for the sockets, the wake and OOB eventfds and
+ * the completion queue's fd; handle what came. Returns how many events, or
+ * -1 (errmsg says why); *woken: wake() was called. */
+static int events(struct loom_tx *tx, int ms, int *woken)
+{
+    struct ox_priv *vp = tx->priv;
+    struct epoll_event evs[32];
+    int k = epoll_wait(vp->epfd, evs, 32, ms);
+    if (k < 0 && errno != EINTR) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: epoll_wait: %s", strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        uint64_t tag = evs[i].data.u64, v;
+        if (tag == OX_EP_WAKE || tag == OX_EP_OOB) {
+            int fd = tag == OX_EP_WAKE ? vp->wakefd : vp->oobfd;
+            if (read(fd, &v, sizeof v) < 0) {
+                /* EAGAIN: nothing more to take */
+            }
+            *woken |= tag == OX_EP_WAKE;
+        } else if (tag == OX_EP_CQ) {
+            /* fi_cq_read in pass() */
+        } else if ((tag >> 32) == 1) {
+            loom_ofi_conn_pending_event(tx, (int)(uint32_t)tag);
+        } else if ((tag >> 32) == 2) {
+            loom_ofi_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
+        }
+    }
+    return k < 0 ? 0 : k;
+}
+
 static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
 {
     struct ox_priv *vp = tx->priv;
@@ -399,8 +430,17 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
     pass(tx, &deadline_ms);
     if (vp->pending_err)
         return take_err(tx);
-    if (finished(vp) != before || timeout_us == 0 || vp->shut)
+    if (finished(vp) != before || vp->shut)
         return LOOM_SUCCESS;
+    if (timeout_us == 0) {
+        /* a look at the control sockets too (a caller that only polls
+         * still connects and learns of a dead peer), every 64th call: a
+         * system call each time would slow the spinning caller */
+        int woken = 0;
+        if (!(++vp->polls & 63) && events(tx, 0, &woken) > 0)
+            pass(tx, NULL);
+        return vp->pending_err ? take_err(tx) : LOOM_SUCCESS;
+    }
     double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
     int busy = 0;
     for (;;) {
@@ -431,29 +471,9 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
         }
         if (cap >= 0 && (ms < 0 || cap < ms))
             ms = cap;
-        struct epoll_event evs[32];
-        int k = epoll_wait(vp->epfd, evs, 32, ms);
-        if (k < 0 && errno != EINTR) {
-            snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: epoll_wait: %s", strerror(errno));
-            return LOOM_ERROR_SYSTEM;
-        }
         int woken = 0;
-        for (int i = 0; i < k; i++) {
-            uint64_t tag = evs[i].data.u64, v;
-            if (tag == OX_EP_WAKE || tag == OX_EP_OOB) {
-                int fd = tag == OX_EP_WAKE ? vp->wakefd : vp->oobfd;
-                if (read(fd, &v, sizeof v) < 0) {
-                    /* EAGAIN: nothing more to take */
-                }
-                woken |= tag == OX_EP_WAKE;
-            } else if (tag == OX_EP_CQ) {
-                /* fi_cq_read below */
-            } else if ((tag >> 32) == 1) {
-                loom_ofi_conn_pending_event(tx, (int)(uint32_t)tag);
-            } else if ((tag >> 32) == 2) {
-                loom_ofi_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
-            }
-        }
+        if (events(tx, ms, &woken) < 0)
+            return LOOM_ERROR_SYSTEM;
         pass(tx, &deadline_ms);
         if (vp->pending_err)
             return take_err(tx);

@@ -175,6 +175,7 @@ struct ox_priv {
     loom_result_t pending_err;
     int blame;
     int shut;
+    unsigned polls;              /* progress(0) calls                         */
     struct loom_ofi_counts {
         uint64_t sends, recvs, chunks, eagains, regs, bounced;
     } counts;
