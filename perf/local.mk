@@ -51,7 +51,7 @@ perf/loom-perf-plot: $(srcdir)/perf/plot Makefile
 
 TESTS += tests/integration/test_perf.sh
 EXTRA_DIST += tests/integration/test_perf.sh
-EXTRA_DIST += docs/perf.md
+EXTRA_DIST += docs/perf.md docs/scale.md
 
 # Growth with the number of ranks (docs/scale.md): one rank of a measurement
 # (public API only, so the same source measures an older build too), the

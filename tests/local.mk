@@ -24,6 +24,8 @@ endif
 
 TESTS += tests/integration/test_coll_two_server.sh
 EXTRA_DIST += tests/integration/test_coll_two_server.sh
+TESTS += tests/integration/test_kill_two_server.sh
+EXTRA_DIST += tests/integration/test_kill_two_server.sh
 
 if HAVE_CHECK
 TESTS += tests/integration/test_tcp_path.sh

@@ -1,6 +1,14 @@
 /* barrier.c - dissemination barrier: in round k every rank sends an empty
  * message to rank + 2^k and receives one from rank - 2^k; after
- * ceil(log2 n) rounds every rank has heard, indirectly, from all. */
+ * ceil(log2 n) rounds every rank has heard, indirectly, from all.
+ *
+ * When n is a power of two the rounds pair ranks instead (rank XOR 2^k),
+ * the same number of rounds with the partners of recursive doubling: the
+ * peers a small allreduce already talks to, whose connections the
+ * communicator opens at creation. A barrier then opens no connection of
+ * its own (a rank holds fewer sockets), and a rank that finds a peer gone
+ * learns it from a partner that saw the cause, not from a first connection
+ * to a rank that has already left. */
 #include "build_config.h"
 
 #include "coll.h"
@@ -21,10 +29,12 @@ loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
     struct loom_waiter w;
     loom_waiter_init(&w, comm, op);
     static char none;
+    int paired = (n & (n - 1)) == 0;
     for (int k = 1; k < n; k <<= 1) {
-        LOOM_CHECK(loom_p2p_post(&w, &req[0], loom_mod((int64_t)comm->rank - k, n),
-                                 0, &none, 0));
-        LOOM_CHECK(loom_p2p_post(&w, &req[1], (comm->rank + k) % n, 1, &none, 0));
+        int from = paired ? comm->rank ^ k : loom_mod((int64_t)comm->rank - k, n);
+        int to = paired ? comm->rank ^ k : (comm->rank + k) % n;
+        LOOM_CHECK(loom_p2p_post(&w, &req[0], from, 0, &none, 0));
+        LOOM_CHECK(loom_p2p_post(&w, &req[1], to, 1, &none, 0));
         LOOM_CHECK(loom_p2p_wait_all(&w, req, 2));
     }
     return LOOM_SUCCESS;

@@ -48,8 +48,12 @@ static loom_result_t between(struct loom_comm *comm, const struct loom_op *paren
         char what[160];
         loom_op_describe(parent, what, sizeof what);
         loom_comm_set_error(comm, res, "%s: between servers: %s", what, sub->errmsg);
-        if (sub->blame >= 0)
-            comm->blame = -1; /* sub's ranks are named by their parent ranks */
+        /* sub's rank k is this rank's local index on server k */
+        int server, index, size;
+        loom_shm_servers(comm, &server, &index, &size);
+        comm->blame = sub->blame >= 0 ? loom_shm_rank_of(comm, sub->blame, index) : -1;
+        /* the ranks of this server may wait on this one outside the step */
+        loom_shm_fail(comm, comm->blame);
     }
     return res;
 }

@@ -69,9 +69,17 @@ static loom_result_t mismatch_failed(struct loom_waiter *w)
     return LOOM_ERROR_MISMATCH;
 }
 
+/* Whom the transport blames, unless the call already blames someone. */
+static void take_blame(struct loom_comm *comm)
+{
+    if (comm->blame < 0 && comm->tx->blame > 0)
+        comm->blame = comm->tx->blame - 1;
+}
+
 loom_result_t loom_p2p_req_failed(struct loom_waiter *w,
                                   const struct loom_tx_req *req)
 {
+    take_blame(w->comm);
     char what[160];
     describe_op(w->op, what, sizeof what);
     loom_result_t res = req->status < 0 ? req->status : LOOM_ERROR_INTERNAL;
@@ -265,6 +273,7 @@ loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
 
 static loom_result_t link_failed(struct loom_waiter *w, loom_result_t res)
 {
+    take_blame(w->comm);
     char what[160];
     describe_op(w->op, what, sizeof what);
     if (__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE) || res == LOOM_ERROR_ABORTED) {

@@ -48,6 +48,20 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         comm->tx->notice_count = op->count;
         comm->tx->notice_culprit = comm->blame;
         comm->tx->ops->shutdown(comm->tx, res);
+        /* The network steps' communicator (coll/hier.c, driven on this
+         * thread only) fails with it: its peers on the other servers, who
+         * may hear of this failure from nothing else, learn that this rank
+         * failed in this call, not that it left in order when the
+         * communicator is destroyed. (Its ranks are not this one's: no
+         * culprit.) */
+        struct loom_comm *sub = comm->hier_sub;
+        if (sub && sub->tx) {
+            sub->tx->notice_seq = op->seq;
+            sub->tx->notice_desc = loom_op_desc(op);
+            sub->tx->notice_count = op->count;
+            sub->tx->notice_culprit = -1;
+            sub->tx->ops->shutdown(sub->tx, res);
+        }
     }
     if (op->stream)
         loom_stream_op_end(op->stream, op, res);

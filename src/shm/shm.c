@@ -62,9 +62,17 @@ loom_result_t loom_shm_inter(struct loom_shm_ctx *x, const struct loom_shm_mid *
                              void *buf, uint64_t len)
 {
     loom_result_t res = mid->fn(mid->ctx, buf, len);
-    if (res < 0)
-        loom_shm_mark_failed(x, -1); /* the step named the cause on x->comm */
+    if (res < 0) /* the step named the cause on x->comm, and whom it blames */
+        loom_shm_mark_failed(x, x->comm->blame);
     return res;
+}
+
+void loom_shm_fail(struct loom_comm *comm, int blame)
+{
+    if (!comm->shm)
+        return;
+    struct loom_shm_ctx x = {.comm = comm, .s = comm->shm};
+    loom_shm_mark_failed(&x, blame);
 }
 
 void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op)

@@ -192,8 +192,8 @@ void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
     LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
     peer_down(tx, r, res, tx->errmsg);
     tp->pending_err = res;
-    if (!tp->blame)
-        tp->blame = r + 1;
+    if (!tx->blame)
+        tx->blame = r + 1;
 }
 
 /* A control frame from peer r (see tcp_frame.h). Returns 1 when the link
@@ -231,7 +231,7 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
             who = culprit == tx->params.rank ? "this rank"
                                              : loom_tcp_describe(tx, culprit, d, sizeof d);
             if (culprit != tx->params.rank)
-                tp->blame = culprit + 1; /* pass the original cause on */
+                tx->blame = culprit + 1; /* pass the original cause on */
         }
         char why[400];
         loom_tx_stop_reason(why, sizeof why, code, q, who);
@@ -256,9 +256,14 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
     loom_tcp_frame_encode(&f, hdr);
     for (int s = 0; s < tp->nsocks; s++) {
         struct tcp_sock *sk = &tp->peers[r].socks[s];
-        if (sk->fd < 0 || (sk->sendq.head && sk->sendq.head->done))
+        /* A socket whose signed hello is out counts as up at the peer (it
+         * reads the hello, proves the key back and watches the socket),
+         * though this side still waits for the proof: it hears the frame
+         * too, rather than an end of stream without a goodbye. */
+        int fd = sk->fd >= 0 ? sk->fd : sk->cstate == TCP_CS_PROOF ? sk->hs_fd : -1;
+        if (fd < 0 || (sk->sendq.head && sk->sendq.head->done))
             continue;
-        if (send(sk->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        if (send(fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
             continue; /* the link is already gone or full: nothing to add */
     }
 }
@@ -855,7 +860,7 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         res = LOOM_ERROR_ABORTED;
     /* Tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it. */
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tp->blame - 1;
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
     uint64_t word = (uint64_t)(uint32_t)res << 32 | (uint32_t)(culprit + 1);
     for (int r = 0; r < tx->params.nranks; r++) {
         if (r == tx->params.rank || tp->peers[r].failed || tp->peers[r].bye)

@@ -369,8 +369,18 @@ static void in_event(struct loom_tx *tx, struct tcp_in *in)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
-        LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: connection from %s closed before its "
-                  "hello: %s", p->rank, in->from, n == 0 ? "end of stream" : strerror(errno));
+        /* Closed before a byte: a peer that finished while its connection
+         * (one opened ahead of use) was still being made, or a port probe;
+         * harmless. Closed part way through a hello: worth a warning. */
+        if (in->got == 0)
+            LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: connection from %s closed before "
+                      "its hello: %s", p->rank, in->from,
+                      n == 0 ? "end of stream" : strerror(errno));
+        else
+            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: connection from %s closed part way "
+                      "through its hello (%zu of %zu bytes): %s", p->rank, in->from,
+                      in->got, sizeof in->hello,
+                      n == 0 ? "end of stream" : strerror(errno));
         in_drop(tp, in, 1);
         return;
     }

@@ -149,7 +149,6 @@ struct tcp_priv {
     int nins;
     struct tcp_op *free_ops;
     loom_result_t pending_err; /* a link failed since progress returned */
-    int blame;                /* rank + 1 this rank blames for a failure  */
     int *lingering;           /* sockets half-closed after an abort notice, */
     int nlingering;           /* closed at finalize (so no RST eats it)     */
     int peers_used;           /* peers with a socket up (for logs, scale)   */

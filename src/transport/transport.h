@@ -112,6 +112,10 @@ struct loom_tx {
     char info[128];              /* what the instance runs on, set by init:
                                     "tcp", "ofi tcp;ofi_rxm", "verbs mlx5_0:1 gid 3" */
     char errmsg[LOOM_TX_ERRLEN]; /* the last error, full sentence            */
+    int blame;                   /* set by the transport: rank + 1 of the peer
+                                    its failures are blamed on (the one whose
+                                    link failed first, or the cause a peer's
+                                    notice named), 0 none                   */
     struct loom_tx_mismatch mismatch;
     /* Set by the owner before shutdown() with an error: told to every live
      * peer so that they can name the cause (call number, rank blamed or -1). */

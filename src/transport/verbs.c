@@ -95,8 +95,8 @@ void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const ch
     loom_verbs_fail_reqs(tx, r, res);
     loom_verbs_conn_close(tx, r);
     vp->pending_err = res;
-    if (!vp->blame)
-        vp->blame = r + 1;
+    if (!tx->blame)
+        tx->blame = r + 1;
 }
 
 /* The interface that holds addr (for IPoIB, whose addresses are not in the
@@ -521,7 +521,7 @@ static void vx_shutdown(struct loom_tx *tx, loom_result_t res)
     vp->shut = 1;
     /* tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it */
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : vp->blame - 1;
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
     for (int r = 0; r < tx->params.nranks; r++) {
         struct vx_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != VX_CTL_UP)

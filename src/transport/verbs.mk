@@ -46,12 +46,13 @@ endif
 endif
 EXTRA_DIST += tests/fuzz/run-fuzz-verbs.sh
 
-# On real RDMA hardware (tests/rdma/verbs.sh; SKIPs without a device): the
-# digest program compares results of two transports bit for bit.
+# On real RDMA hardware (tests/rdma/run.sh, which runs verbs.sh and ofi.sh;
+# they SKIP without a device; docs/rdma.md): the digest program compares
+# results of two transports bit for bit.
 noinst_PROGRAMS += tests/rdma/digest
 tests_rdma_digest_SOURCES = tests/rdma/digest.c
 tests_rdma_digest_LDADD = libloom.la
-EXTRA_DIST += tests/rdma/verbs.sh docs/rdma-verbs.md
+EXTRA_DIST += tests/rdma/run.sh tests/rdma/verbs.sh tests/rdma/ofi.sh docs/rdma.md
 
 # The collective matrix (test_coll) over the verbs transport on the model:
 # the same program linked with the model, run by test_coll_verbs.sh with

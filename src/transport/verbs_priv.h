@@ -162,7 +162,6 @@ struct vx_priv {
     struct vx_pending *pending;
     int npending;
     loom_result_t pending_err;   /* a link failed since progress returned     */
-    int blame;                   /* rank + 1 this rank blames for a failure   */
     int shut;
     /* per-message counters for the report and tests */
     struct loom_verbs_counts {

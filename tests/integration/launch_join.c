@@ -58,15 +58,23 @@ int main(int argc, char **argv)
         res = rank == 0 ? loom_allreduce(buf, buf, COUNT, LOOM_INT64, LOOM_SUM, comm, NULL)
                         : loom_allgather(buf, buf + (size_t)rank * COUNT, COUNT,
                                          LOOM_INT64, comm, NULL);
+        int rc = 2;
         if (res == LOOM_ERROR_MISMATCH)
-            return fail("mismatched calls", comm);
-        fprintf(stderr, "launch_join: rank %d: mismatched calls returned %s\n", rank,
-                loom_result_string(res));
-        return 2;
+            rc = fail("mismatched calls", comm);
+        else
+            fprintf(stderr, "launch_join: rank %d: mismatched calls returned %s\n", rank,
+                    loom_result_string(res));
+        free(buf);
+        loom_comm_destroy(comm);
+        return rc;
     }
     res = loom_allreduce(buf, buf, COUNT, LOOM_INT64, LOOM_SUM, comm, NULL);
-    if (res != LOOM_SUCCESS)
-        return fail("allreduce", comm);
+    if (res != LOOM_SUCCESS) {
+        int rc = fail("allreduce", comm);
+        free(buf);
+        loom_comm_destroy(comm);
+        return rc;
+    }
     int64_t tri = (int64_t)n * (n + 1) / 2;
     for (int i = 0; i < COUNT; i++)
         if (buf[i] != tri * (i + 1)) {

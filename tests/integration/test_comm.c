@@ -403,8 +403,12 @@ static int rank_env(int rank, int n, void *arg)
         return 10;
     }
     uint8_t b = (uint8_t)(rank == 1 ? 42 : 0);
-    if (loom_broadcast(&b, 1, LOOM_UINT8, 1, c, NULL) || b != 42)
+    loom_result_t res = loom_broadcast(&b, 1, LOOM_UINT8, 1, c, NULL);
+    if (res || b != 42) {
+        fprintf(stderr, "rank %d: broadcast from rank 1: %s, got %u: %s\n", rank,
+                loom_result_string(res), b, loom_get_error_string(c));
         return 11;
+    }
     loom_comm_destroy(c);
     return 0;
 }

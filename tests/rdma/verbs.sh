@@ -249,11 +249,14 @@ EOF
     esac
 }
 
+# LOOM_SHM=0: every peer over verbs, so that each rank hears of the killed
+# one over the transport under test (with shared memory inside a server, a
+# rank of another server may name the rank between that failed with it).
 case_kill() {
     local victim=$((NRANKS - 1)) name=kill r
     for r in $(seq 0 $((NRANKS - 1))); do
         local h=${rank_server[$r]%% *}
-        run_on "$h" "cd '$B' && exec env LOOM_RANK_TABLE='$table' LOOM_RANK=$r LOOM_CONF_FILE=/dev/null LOOM_TRANSPORT=verbs LOOM_TIMEOUT=30 tests/netns/netns_job -f -c 1,4099,262147" \
+        run_on "$h" "cd '$B' && exec env LOOM_RANK_TABLE='$table' LOOM_RANK=$r LOOM_CONF_FILE=/dev/null LOOM_TRANSPORT=verbs LOOM_SHM=0 LOOM_TIMEOUT=30 tests/netns/netns_job -f -c 1,4099,262147" \
             >"$work/$name.$r.out" 2>"$work/$name.$r.err" &
         echo $! >"$work/$name.$r.lpid"
     done
