@@ -82,8 +82,8 @@ void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char
     loom_ofi_fail_reqs(tx, r, res);
     loom_ofi_conn_close(tx, r);
     vp->pending_err = res;
-    if (!vp->blame)
-        vp->blame = r + 1;
+    if (!tx->blame)
+        tx->blame = r + 1;
 }
 
 /* ---- provider choice ---- */
@@ -499,7 +499,7 @@ static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
     if (res >= 0)
         res = LOOM_ERROR_ABORTED;
     vp->shut = 1;
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : vp->blame - 1;
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
     for (int r = 0; r < tx->params.nranks; r++) {
         struct ox_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)

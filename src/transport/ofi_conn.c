@@ -505,7 +505,7 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
             who = culprit == tx->params.rank ? "this rank"
                                              : loom_ofi_describe(tx, culprit, d, sizeof d);
             if (culprit != tx->params.rank)
-                vp->blame = culprit + 1; /* pass the original cause on */
+                tx->blame = culprit + 1; /* pass the original cause on */
         }
         char why[400];
         loom_tx_stop_reason(why, sizeof why, code, q, who);

@@ -173,7 +173,6 @@ struct ox_priv {
     struct ox_pending *pending;
     int npending;
     loom_result_t pending_err;
-    int blame;
     int shut;
     unsigned polls;              /* progress(0) calls                         */
     struct loom_ofi_counts {
