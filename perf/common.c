@@ -482,6 +482,8 @@ static void perf_header(struct perf_state *st)
     fprintf(f, "# Loom %s  nranks %d  servers %d  transport %s  chunk %zu\n",
             version, st->nranks, nservers,
             ic->tx ? ic->tx->ops->name : loom_config()->transport, ic->chunk_size);
+    if (ic->tx)
+        fprintf(f, "# transport: %s\n", ic->tx->info); /* "ofi tcp;ofi_rxm" */
     fprintf(f, "# rendezvous: %s\n", st->how);
     if (o->factor > 1.0)
         fprintf(f, "# %s  minBytes %zu  maxBytes %zu  step: %g(factor)", st->coll->name,

@@ -4,7 +4,8 @@
  *
  *   tcp_bench [-s nsocks] [-a address] [-p progress_timeout_us] [-b size]
  *
- * -p 0 busy-polls; the default (-1) blocks in epoll when nothing moved. */
+ * -p 0 busy-polls; the default (-1) blocks in epoll when nothing moved.
+ * LOOM_TRANSPORT=ofi (and LOOM_OFI_PROVIDER) measures the ofi transport. */
 #include "build_config.h"
 
 #include <signal.h>
@@ -142,7 +143,13 @@ static int run_rank(int rank, int port, int nsocks, const char *addr)
     snprintf(n, sizeof n, "%d", nsocks);
     setenv("LOOM_NSOCKS", n, 1);
     loom_config_reset();
-    if (loom_tx_bootstrap(&loom_tcp_transport, rank, 2, addr, addr, port, 10, &oob, &tx,
+    /* LOOM_TRANSPORT picks another transport of the registry (ofi) */
+    const struct loom_transport *ops = loom_transport_find(loom_config()->transport);
+    if (!ops) {
+        fprintf(stderr, "tcp_bench: no transport %s\n", loom_config()->transport);
+        return 1;
+    }
+    if (loom_tx_bootstrap(ops, rank, 2, addr, addr, port, 10, &oob, &tx,
                           err, sizeof err) != LOOM_SUCCESS) {
         fprintf(stderr, "tcp_bench: %s\n", err);
         return 1;

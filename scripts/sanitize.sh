@@ -39,6 +39,7 @@ bdir=${2:-$top/build-$mode}
 
 tests=${SANITIZE_TESTS:-"tests/unit/check_tcp tests/unit/check_bootstrap tests/unit/check_coll
     tests/unit/check_verbs tests/integration/test_coll_verbs.sh
+    tests/unit/check_ofi tests/integration/test_coll_ofi.sh
     tests/integration/test_coll tests/integration/test_comm tests/integration/test_group
     tests/integration/test_coll_two_server.sh tests/integration/test_soak tests/netns/run.sh
     tests/integration/test_stage adapters/cuda/tests/check_cuda"}

@@ -437,7 +437,7 @@ static int in_read(struct oob_job *j, struct oob_conn *c)
                 continue;
             }
             if ((magic == LOOM_OOB_KIND_TCP || magic == LOOM_OOB_KIND_BOOT ||
-                 magic == LOOM_OOB_KIND_VERBS) &&
+                 magic == LOOM_OOB_KIND_VERBS || magic == LOOM_OOB_KIND_OFI) &&
                 loom_get_le16(c->buf + 4) == OOB_VERSION) {
                 struct oob_fd *f = malloc(sizeof *f);
                 if (!f) {

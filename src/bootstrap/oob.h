@@ -49,6 +49,7 @@ struct loom_auth_key;
 #define LOOM_OOB_KIND_TCP 0x50435454u  /* "TTCP": a tcp transport data socket */
 #define LOOM_OOB_KIND_BOOT 0x54534f42u /* "BOST": a rank joining at rank 0   */
 #define LOOM_OOB_KIND_VERBS 0x42525656u /* "VVRB": a verbs control socket  */
+#define LOOM_OOB_KIND_OFI 0x4946464fu /* "OFFI": an ofi control socket      */
 
 /* What bootstrap records of each rank, 32 bytes on the wire: its OOB
  * address (20), a hash naming its host (boot id and host name, 8) and flags

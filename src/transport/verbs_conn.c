@@ -74,7 +74,7 @@ static void ctl_mac(struct vx_priv *vp, char role, const uint8_t *hello, uint8_t
     memset(mac, 0, 32);
     if (!vp->key.set)
         return;
-    uint8_t msg[sizeof VX_MAC_CTX + 1 + LOOM_VERBS_HELLO_SIGNED];
+    uint8_t msg[sizeof VX_MAC_CTX + 1 + LOOM_VERBS_HELLO_SIGNED] = {0}; /* last byte: 0 */
     memcpy(msg, VX_MAC_CTX, sizeof VX_MAC_CTX - 1);
     msg[sizeof VX_MAC_CTX - 1] = (uint8_t)role;
     memcpy(msg + sizeof VX_MAC_CTX, hello, LOOM_VERBS_HELLO_SIGNED);

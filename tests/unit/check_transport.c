@@ -488,8 +488,8 @@ static int strangers_main(int rank, int n, void *arg)
         socklen_t sl;
         loom_oob_addr(g_oob, 0, &ss, &sl);
         static const uint32_t kinds[] = {0, LOOM_OOB_KIND_TCP, LOOM_OOB_KIND_BOOT,
-                                         LOOM_OOB_KIND_VERBS};
-        for (size_t k = 0; k < 4; k++) {
+                                         LOOM_OOB_KIND_VERBS, LOOM_OOB_KIND_OFI};
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
             int fd = socket(AF_INET, SOCK_STREAM, 0);
             if (connect(fd, (struct sockaddr *)&ss, sl) != 0)
                 return 20;

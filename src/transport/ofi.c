@@ -1,0 +1,633 @@
+/* ofi.c - the libfabric transport: one reliable-datagram endpoint,
+ * completion queue and address vector per instance, tagged messages with
+ * directed receives (ofi_priv.h), connections on first use through the
+ * out-of-band service and a TCP control channel per peer (ofi_conn.c), the
+ * data path (ofi_data.c). This file: the vtable, provider choice and
+ * set-up, progress, shutdown.
+ *
+ * Provider choice: LOOM_OFI_PROVIDER names one ("tcp;ofi_rxm", "shm",
+ * "udp;ofi_rxd", "verbs;ofi_rxm", "efa", ...); else the first available of
+ * ox_order below, best first: the NIC providers, then verbs through rxm,
+ * then TCP through rxm, then UDP through rxd. shm is taken only when asked
+ * (it reaches no other host). The choice is logged at INFO and is in
+ * tx->info ("ofi tcp;ofi_rxm"). */
+#include "build_config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "loom.h"
+#include "config.h"
+#include "log.h"
+#include "util.h"
+#include "bootstrap/oob.h"
+#include "transport/ofi_priv.h"
+
+#define OX_FI_VERSION FI_VERSION(1, 9)
+
+static const char *const ox_order[] = {
+    "cxi", "efa", "opx", "psm3", "verbs;ofi_rxm", "tcp;ofi_rxm", "udp;ofi_rxd",
+};
+#define OX_NORDER (sizeof ox_order / sizeof ox_order[0])
+
+/* Largest tagged message posted: the provider's max_msg_size, or less for
+ * tests (LOOM_TEST_OFI_CHUNK=bytes makes small messages split). */
+#define OX_CHUNK_MAX (1ull << 30)
+
+const char *loom_ofi_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
+{
+    const char *d = NULL;
+    if (tx->params.describe)
+        d = tx->params.describe(tx->params.describe_ctx, rank);
+    if (d)
+        snprintf(buf, len, "%s", d);
+    else
+        snprintf(buf, len, "rank %d", rank);
+    return buf;
+}
+
+void loom_ofi_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag)
+{
+    struct ox_priv *vp = tx->priv;
+    struct epoll_event ev = {.events = events, .data.u64 = tag};
+    if (epoll_ctl(vp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+        epoll_ctl(vp->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
+{
+    struct ox_priv *vp = tx->priv;
+    struct ox_peer *p = &vp->peers[r];
+    if (p->failed)
+        return;
+    char d[200], what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s%s%s", loom_ofi_describe(tx, r, d, sizeof d),
+             what[0] == ':' ? "" : " ", what);
+    LOOM_WARN(LOOM_SUB_NET, "ofi: rank %d: %s", tx->params.rank, tx->errmsg);
+    p->failed = res;
+    p->state = OX_FAILED;
+    free(p->failmsg);
+    p->failmsg = strdup(tx->errmsg);
+    loom_ofi_fail_reqs(tx, r, res);
+    loom_ofi_conn_close(tx, r);
+    vp->pending_err = res;
+    if (!tx->blame)
+        tx->blame = r + 1;
+}
+
+/* ---- provider choice ---- */
+
+static struct fi_info *hints_new(const char *prov)
+{
+    struct fi_info *h = fi_allocinfo();
+    if (!h)
+        return NULL;
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    /* every mode ofi_data.c handles (a provider that needs none of them
+     * gets none) */
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->tx_attr->msg_order = FI_ORDER_NONE;
+    h->rx_attr->msg_order = FI_ORDER_NONE;
+    if (prov && *prov && !(h->fabric_attr->prov_name = strdup(prov))) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* fi_getinfo for prov (on node with FI_SOURCE when given); 0 or -fi_errno. */
+static int getinfo(const char *prov, const char *node, struct fi_info **out)
+{
+    struct fi_info *h = hints_new(prov);
+    if (!h)
+        return -FI_ENOMEM;
+    int ret = fi_getinfo(OX_FI_VERSION, node, NULL, node ? FI_SOURCE : 0, h, out);
+    fi_freeinfo(h);
+    return ret;
+}
+
+/* "tcp;ofi_rxm shm udp;ofi_rxd": the providers of tagged RDM endpoints. */
+static void list_found(char *buf, size_t len)
+{
+    struct fi_info *all = NULL;
+    size_t off = 0;
+    buf[0] = '\0';
+    if (getinfo(NULL, NULL, &all) != 0) {
+        snprintf(buf, len, "none");
+        return;
+    }
+    for (struct fi_info *i = all; i; i = i->next) {
+        const char *name = i->fabric_attr->prov_name;
+        int seen = 0;
+        for (struct fi_info *j = all; j != i && !seen; j = j->next)
+            seen = strcmp(j->fabric_attr->prov_name, name) == 0;
+        if (!seen && off < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? " " : "", name);
+    }
+    fi_freeinfo(all);
+}
+
+/* The provider to use: LOOM_OFI_PROVIDER, else the first of ox_order that
+ * is there. 0 and *prov, or -1 with why. */
+static int choose(const char **prov, char *why, size_t len)
+{
+    const char *want = loom_config()->ofi_provider;
+    struct fi_info *info = NULL;
+    if (want[0]) {
+        int ret = getinfo(want, NULL, &info);
+        if (ret == 0) {
+            fi_freeinfo(info);
+            *prov = want;
+            return 0;
+        }
+        char found[256];
+        list_found(found, sizeof found);
+        snprintf(why, len, "no libfabric provider matches LOOM_OFI_PROVIDER=%s (%s); found: %s",
+                 want, fi_strerror(-ret), found);
+        return -1;
+    }
+    for (size_t i = 0; i < OX_NORDER; i++) {
+        if (getinfo(ox_order[i], NULL, &info) == 0) {
+            fi_freeinfo(info);
+            *prov = ox_order[i];
+            return 0;
+        }
+    }
+    char found[256];
+    list_found(found, sizeof found);
+    snprintf(why, len, "no libfabric provider of the default order (cxi efa opx psm3 "
+             "verbs;ofi_rxm tcp;ofi_rxm udp;ofi_rxd) is available; found: %s (set "
+             "LOOM_OFI_PROVIDER)", found);
+    return -1;
+}
+
+static int ox_available(char *why, size_t len)
+{
+    const char *prov;
+    return choose(&prov, why, len);
+}
+
+static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tx->errmsg, sizeof tx->errmsg, fmt, ap);
+    va_end(ap);
+    return res;
+}
+
+static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
+{
+    struct ox_priv *vp = tx->priv;
+    const char *node = tx->params.local_addr;
+    char name[96];
+    if (strncmp(prov, "shm", 3) == 0) {
+        /* shm's addresses are names: one per instance (forked ranks, and
+         * several communicators in one process, must not collide) */
+        static unsigned serial;
+        snprintf(name, sizeof name, "loom_%d_%016llx_%d_%u", (int)getpid(),
+                 (unsigned long long)tx->params.comm_id, tx->params.rank,
+                 __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED));
+        node = name;
+    }
+    /* bound to this rank's address (tcp, udp, verbs) or name (shm) */
+    int ret = node && node[0] ? getinfo(prov, node, &vp->info) : -FI_ENODATA;
+    if (ret)
+        ret = getinfo(prov, NULL, &vp->info);
+    if (ret)
+        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi: fi_getinfo for %s: %s", prov,
+                         fi_strerror(-ret));
+    struct fi_info *fi = vp->info;
+    vp->need_reg = !!(fi->domain_attr->mr_mode & FI_MR_LOCAL);
+    const char *force = getenv("LOOM_TEST_OFI_REG");
+    if (force && force[0] == '1')
+        vp->need_reg = 1; /* tests: the registration path on every provider */
+    vp->mr_endpoint = !!(fi->domain_attr->mr_mode & FI_MR_ENDPOINT);
+    uint64_t maxmsg = fi->ep_attr->max_msg_size ? fi->ep_attr->max_msg_size : OX_CHUNK_MAX;
+    vp->chunk = maxmsg < OX_CHUNK_MAX ? (size_t)maxmsg : (size_t)OX_CHUNK_MAX;
+    const char *tc = getenv("LOOM_TEST_OFI_CHUNK");
+    if (tc && atol(tc) > 0 && (size_t)atol(tc) < vp->chunk)
+        vp->chunk = (size_t)atol(tc);
+
+    if ((ret = fi_fabric(fi->fabric_attr, &vp->fabric, NULL)))
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_fabric (%s): %s", prov,
+                         fi_strerror(-ret));
+    if ((ret = fi_domain(vp->fabric, fi, &vp->domain, NULL)))
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_domain (%s): %s", prov,
+                         fi_strerror(-ret));
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD,
+                            .size = 0};
+    ret = fi_cq_open(vp->domain, &ca, &vp->cq, NULL);
+    if (ret) {
+        /* no wait object: progress() polls in short sleeps instead */
+        ca.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(vp->domain, &ca, &vp->cq, NULL);
+    }
+    if (ret)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_cq_open (%s): %s", prov,
+                         fi_strerror(-ret));
+    vp->cq_fd = -1;
+    if (ca.wait_obj == FI_WAIT_FD) {
+        int fd = -1;
+        if (fi_control(&vp->cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0)
+            vp->cq_fd = fd;
+    }
+    struct fi_av_attr aa = {.type = FI_AV_TABLE, .count = (size_t)tx->params.nranks};
+    if ((ret = fi_av_open(vp->domain, &aa, &vp->av, NULL))) {
+        aa.type = FI_AV_UNSPEC;
+        ret = fi_av_open(vp->domain, &aa, &vp->av, NULL);
+    }
+    if (ret)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_av_open (%s): %s", prov,
+                         fi_strerror(-ret));
+    if ((ret = fi_endpoint(vp->domain, fi, &vp->ep, NULL)))
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_endpoint (%s): %s", prov,
+                         fi_strerror(-ret));
+    if ((ret = fi_ep_bind(vp->ep, &vp->av->fid, 0)) ||
+        (ret = fi_ep_bind(vp->ep, &vp->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+        (ret = fi_enable(vp->ep)))
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: endpoint set-up (%s): %s", prov,
+                         fi_strerror(-ret));
+    vp->addrlen = sizeof vp->addr;
+    if ((ret = fi_getname(&vp->ep->fid, vp->addr, &vp->addrlen)))
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_getname (%s): %s", prov,
+                         fi_strerror(-ret));
+    return loom_ofi_data_init(tx);
+}
+
+/* The OOB service's thread: a message or a socket arrived. */
+static void oob_notify(void *ctx)
+{
+    struct loom_tx *tx = ctx;
+    struct ox_priv *vp = tx->priv;
+    uint64_t one = 1;
+    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
+        /* the counter is full: a notice is pending anyway */
+    }
+}
+
+static loom_result_t ox_init(struct loom_tx *tx)
+{
+    struct ox_priv *vp = tx->priv;
+    const struct loom_tx_params *pr = &tx->params;
+    vp->epfd = vp->wakefd = vp->oobfd = vp->cq_fd = -1;
+    if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
+        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "ofi: rank %d of %d", pr->rank,
+                         pr->nranks);
+    if (!pr->oob)
+        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT,
+                         "ofi: no out-of-band service to connect through");
+    const char *prov = NULL;
+    char why[512];
+    if (choose(&prov, why, sizeof why) != 0)
+        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi is unavailable: %s", why);
+    char kerr[256] = "";
+    loom_result_t res = loom_auth_key_from_config(&vp->key, kerr, sizeof kerr);
+    if (res < 0)
+        return fail_init(tx, res, "ofi: %s", kerr);
+    vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
+    vp->live = calloc((size_t)pr->nranks, sizeof *vp->live);
+    if (!vp->peers || !vp->live)
+        return fail_init(tx, LOOM_ERROR_NO_MEMORY, "ofi: out of memory");
+    for (int r = 0; r < pr->nranks; r++)
+        vp->peers[r].ctl_fd = -1;
+    vp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (vp->epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
+        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: epoll/eventfd: %s", strerror(errno));
+    loom_ofi_epoll_add(tx, vp->wakefd, EPOLLIN, OX_EP_WAKE);
+    loom_ofi_epoll_add(tx, vp->oobfd, EPOLLIN, OX_EP_OOB);
+    LOOM_CHECK(open_endpoint(tx, prov));
+    if (vp->cq_fd >= 0)
+        loom_ofi_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
+    loom_oob_set_notify(pr->oob, oob_notify, tx);
+    snprintf(tx->info, sizeof tx->info, "ofi %s", vp->info->fabric_attr->prov_name);
+    LOOM_INFO(LOOM_SUB_NET, "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
+              "messages up to %zu bytes per post; %s", pr->rank,
+              vp->info->fabric_attr->prov_name,
+              loom_config()->ofi_provider[0] ? "LOOM_OFI_PROVIDER" : "the best available",
+              vp->info->domain_attr->name, vp->info->fabric_attr->name,
+              vp->cq_fd >= 0 ? "sleeps on the completion queue's fd" : "polls (no wait fd)",
+              vp->chunk, vp->need_reg ? "buffers registered (FI_MR_LOCAL)" : "no registration");
+    tx->caps = tx->ops->caps;
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t ox_connect(struct loom_tx *tx, int peer)
+{
+    struct ox_priv *vp = tx->priv;
+    if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: connect to rank %d of %d (own rank %d)",
+                 peer, tx->params.nranks, tx->params.rank);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (vp->peers[peer].failed) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s", vp->peers[peer].failmsg);
+        return vp->peers[peer].failed;
+    }
+    if (vp->shut) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: the transport was shut down");
+        return LOOM_ERROR_ABORTED;
+    }
+    return loom_ofi_conn_start(tx, peer);
+}
+
+static loom_result_t ox_isend(struct loom_tx *tx, struct loom_tx_req *req)
+{
+    return loom_ofi_post(tx, req, 1);
+}
+
+static loom_result_t ox_irecv(struct loom_tx *tx, struct loom_tx_req *req)
+{
+    return loom_ofi_post(tx, req, 0);
+}
+
+/* One non-blocking look at everything; *wait_ms: how long a sleep may last
+ * before a deadline needs looking at (-1 none). */
+static void pass(struct loom_tx *tx, int *wait_ms)
+{
+    struct ox_priv *vp = tx->priv;
+    loom_ofi_conn_poll_oob(tx);
+    loom_ofi_conn_take(tx);
+    loom_ofi_poll_cq(tx);
+    if (vp->eagain) {
+        vp->eagain = 0;
+        for (int i = 0; i < vp->nlive; i++)
+            loom_ofi_kick(tx, vp->live[i]);
+    }
+    int ms = loom_ofi_conn_timeouts(tx);
+    if (wait_ms)
+        *wait_ms = ms;
+}
+
+static loom_result_t take_err(struct loom_tx *tx)
+{
+    struct ox_priv *vp = tx->priv;
+    loom_result_t res = vp->pending_err;
+    vp->pending_err = LOOM_SUCCESS;
+    return res;
+}
+
+static uint64_t finished(const struct ox_priv *vp)
+{
+    return vp->counts.sends + vp->counts.recvs;
+}
+
+/* Wait up to ms (0: a look) for the sockets, the wake and OOB eventfds and
+ * the completion queue's fd; handle what came. Returns how many events, or
+ * -1 (errmsg says why); *woken: wake() was called. */
+static int events(struct loom_tx *tx, int ms, int *woken)
+{
+    struct ox_priv *vp = tx->priv;
+    struct epoll_event evs[32];
+    int k = epoll_wait(vp->epfd, evs, 32, ms);
+    if (k < 0 && errno != EINTR) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: epoll_wait: %s", strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        uint64_t tag = evs[i].data.u64, v;
+        if (tag == OX_EP_WAKE || tag == OX_EP_OOB) {
+            int fd = tag == OX_EP_WAKE ? vp->wakefd : vp->oobfd;
+            if (read(fd, &v, sizeof v) < 0) {
+                /* EAGAIN: nothing more to take */
+            }
+            *woken |= tag == OX_EP_WAKE;
+        } else if (tag == OX_EP_CQ) {
+            /* fi_cq_read in pass() */
+        } else if ((tag >> 32) == 1) {
+            loom_ofi_conn_pending_event(tx, (int)(uint32_t)tag);
+        } else if ((tag >> 32) == 2) {
+            loom_ofi_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
+        }
+    }
+    return k < 0 ? 0 : k;
+}
+
+static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
+{
+    struct ox_priv *vp = tx->priv;
+    uint64_t before = finished(vp);
+    int deadline_ms;
+    pass(tx, &deadline_ms);
+    if (vp->pending_err)
+        return take_err(tx);
+    if (finished(vp) != before || vp->shut)
+        return LOOM_SUCCESS;
+    if (timeout_us == 0) {
+        /* a look at the control sockets too (a caller that only polls
+         * still connects and learns of a dead peer), every 64th call: a
+         * system call each time would slow the spinning caller */
+        int woken = 0;
+        if (!(++vp->polls & 63) && events(tx, 0, &woken) > 0)
+            pass(tx, NULL);
+        return vp->pending_err ? take_err(tx) : LOOM_SUCCESS;
+    }
+    double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
+    int busy = 0;
+    for (;;) {
+        int ms = -1;
+        if (timeout_us > 0) {
+            double left = until - loom_now();
+            if (left <= 0)
+                return LOOM_SUCCESS;
+            ms = (int)(left * 1e3) + 1;
+        }
+        if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
+            ms = deadline_ms;
+        /* sleep on the completion queue's fd once the provider agrees
+         * (fi_trywait); a provider without one, a refused post, or work in
+         * flight on a provider that retransmits from progress calls (rxd)
+         * are looked at again after a short sleep, never spun on */
+        int cap = -1;
+        if (vp->cq_fd < 0 || vp->eagain)
+            cap = 1;
+        else if (vp->inflight)
+            cap = 10;
+        if (vp->cq_fd >= 0) {
+            struct fid *f = &vp->cq->fid;
+            if (fi_trywait(vp->fabric, &f, 1) != FI_SUCCESS)
+                cap = ++busy > 100 ? 1 : 0;
+            else
+                busy = 0;
+        }
+        if (cap >= 0 && (ms < 0 || cap < ms))
+            ms = cap;
+        int woken = 0;
+        if (events(tx, ms, &woken) < 0)
+            return LOOM_ERROR_SYSTEM;
+        pass(tx, &deadline_ms);
+        if (vp->pending_err)
+            return take_err(tx);
+        if (woken || finished(vp) != before || vp->shut)
+            return LOOM_SUCCESS;
+    }
+}
+
+static void ox_wake(struct loom_tx *tx)
+{
+    struct ox_priv *vp = tx->priv;
+    uint64_t one = 1;
+    if (vp->wakefd >= 0 && write(vp->wakefd, &one, sizeof one) < 0) {
+        /* the counter is full: a wake is pending anyway */
+    }
+}
+
+static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
+{
+    struct ox_priv *vp = tx->priv;
+    if (!vp->peers || vp->shut)
+        return;
+    if (res >= 0)
+        res = LOOM_ERROR_ABORTED;
+    vp->shut = 1;
+    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
+    for (int r = 0; r < tx->params.nranks; r++) {
+        struct ox_peer *p = &vp->peers[r];
+        if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)
+            continue;
+        loom_ofi_ctl_send(tx, r, OX_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
+                          tx->notice_count, tx->notice_desc | (uint64_t)(uint32_t)res << 32);
+        shutdown(p->ctl_fd, SHUT_WR);
+    }
+    for (int r = 0; r < tx->params.nranks; r++) {
+        struct ox_peer *p = &vp->peers[r];
+        if (r == tx->params.rank || p->failed)
+            continue;
+        loom_ofi_fail_reqs(tx, r, res);
+        p->failed = res;
+        p->state = OX_FAILED;
+        free(p->failmsg);
+        char d[256], msg[LOOM_TX_ERRLEN];
+        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut down (%s)",
+                 loom_ofi_describe(tx, r, d, sizeof d), loom_result_string(res));
+        p->failmsg = strdup(msg);
+    }
+}
+
+static void ox_finalize(struct loom_tx *tx)
+{
+    struct ox_priv *vp = tx->priv;
+    if (!vp)
+        return;
+    if (vp->peers) {
+        for (int r = 0; r < tx->params.nranks; r++) {
+            struct ox_peer *p = &vp->peers[r];
+            if (r != tx->params.rank && !p->failed && p->ctl == OX_CS_UP)
+                loom_ofi_ctl_send(tx, r, OX_CTL_BYE, 0, 0, 0, 0);
+        }
+        for (int r = 0; r < tx->params.nranks; r++) {
+            if (r == tx->params.rank)
+                continue;
+            loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
+            loom_ofi_conn_close(tx, r);
+            free(vp->peers[r].failmsg);
+        }
+        free(vp->peers);
+        vp->peers = NULL;
+    }
+    free(vp->live);
+    vp->live = NULL;
+    vp->nlive = 0;
+    if (tx->params.oob)
+        loom_oob_set_notify(tx->params.oob, NULL, NULL);
+    for (int i = 0; i < vp->npending; i++)
+        close(vp->pending[i].fd);
+    free(vp->pending);
+    vp->pending = NULL;
+    vp->npending = 0;
+    /* the endpoint first: it may hold registrations and posted buffers */
+    if (vp->ep)
+        fi_close(&vp->ep->fid);
+    vp->ep = NULL;
+    loom_ofi_data_free(tx);
+    if (vp->av)
+        fi_close(&vp->av->fid);
+    if (vp->cq)
+        fi_close(&vp->cq->fid);
+    if (vp->domain)
+        fi_close(&vp->domain->fid);
+    if (vp->fabric)
+        fi_close(&vp->fabric->fid);
+    vp->av = NULL;
+    vp->cq = NULL;
+    vp->domain = NULL;
+    vp->fabric = NULL;
+    if (vp->info)
+        fi_freeinfo(vp->info);
+    vp->info = NULL;
+    if (vp->epfd >= 0)
+        close(vp->epfd);
+    if (vp->wakefd >= 0)
+        close(vp->wakefd);
+    if (vp->oobfd >= 0)
+        close(vp->oobfd);
+    vp->epfd = vp->wakefd = vp->oobfd = -1;
+    loom_auth_key_clear(&vp->key);
+}
+
+const struct loom_transport loom_ofi_transport = {
+    .struct_size = sizeof(struct loom_transport),
+    .name = "ofi",
+    .priv_size = sizeof(struct ox_priv),
+    /* no LOOM_TX_CAP_FINGERPRINT: the core's envelope carries each call's
+     * fingerprint (message k before the data, message k+1), checked first
+     * because completions are handed back in order; lengths are checked
+     * here as well */
+    .caps = LOOM_TX_CAP_LIVENESS,
+    /* A provider of tagged RDM endpoints: LOOM_OFI_PROVIDER's, else one of
+     * the default order; else why, listing the providers found ("no
+     * libfabric provider matches LOOM_OFI_PROVIDER=efa (...); found:
+     * tcp;ofi_rxm shm udp;ofi_rxd"). */
+    .available = ox_available,
+    /* Choose the provider, open fabric, domain, completion queue (with a
+     * wait fd where offered), address vector and endpoint (bound to
+     * params.local_addr where the provider has addresses), the bounce
+     * slots and registration cache when the provider needs registered
+     * buffers. Touches no peer. */
+    .init = ox_init,
+    /* Send the peer this rank's endpoint address through the out-of-band
+     * service; never blocks; the rest in progress(). */
+    .connect = ox_connect,
+    /* Queue; post the chunks at once when the peer's link is up (a post the
+     * provider refuses with -FI_EAGAIN is retried from progress). A peer
+     * that failed fails the request at once (done=1) with its error. */
+    .isend = ox_isend,
+    .irecv = ox_irecv,
+    /* Read the completion queue and the out-of-band messages, drive the
+     * control sockets; when no request finished and timeout_us != 0, sleep
+     * on the completion queue's wait fd (after fi_trywait), the control
+     * sockets and the wake and OOB eventfds, in sleeps of at most 10 ms
+     * while operations are in flight (a provider may need progress calls to
+     * retransmit) and 1 ms without a wait fd or after -FI_EAGAIN. A failed
+     * link fails its requests and is returned once, errmsg naming the peer. */
+    .progress = ox_progress,
+    .wake = ox_wake,
+    /* Registration is internal (bounce slots and the registration cache,
+     * only for providers with FI_MR_LOCAL): the core registers nothing. */
+    .mem_reg = NULL,
+    .mem_dereg = NULL,
+    /* Tell live peers (control channel), cancel posted receives, fail
+     * every pending request with res. */
+    .shutdown = ox_shutdown,
+    /* Say goodbye on the control channels and free everything. */
+    .finalize = ox_finalize,
+};

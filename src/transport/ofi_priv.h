@@ -1,0 +1,215 @@
+/* ofi_priv.h - the libfabric transport's instance state, shared by ofi.c
+ * (the vtable, provider choice, set-up, progress), ofi_conn.c (per-peer
+ * address exchange and the control channel) and ofi_data.c (tagged
+ * messages). Only the ofi*.c files include this header (it includes
+ * <rdma/fabric.h>).
+ *
+ * The data path. Each instance has one reliable-datagram endpoint
+ * (FI_EP_RDM), one completion queue and one address vector. Every message
+ * is one or more tagged sends (a message larger than the chunk size, at most
+ * the provider's max_msg_size, is split); receives are directed
+ * (FI_DIRECTED_RECV) at the peer's address, learnt through the out-of-band
+ * service, so a message matches only a receive posted for its sender. The
+ * tag (64 bits):
+ *
+ *   63..60 protocol (OX_PROTO_DATA)   59..52 communicator bits (reserved, 0:
+ *   each communicator has its own endpoint)   51..40 chunk index
+ *   39..28 a hash of the message's length   27..0 message number on that
+ *   direction of that peer link (modulo 2^28: distinct among those posted)
+ *
+ * The k-th send to a peer is message k; the k-th receive posted for it
+ * expects message k: FIFO per peer whatever order the provider completes in,
+ * and completions are handed to the caller in that order too (so the
+ * core's envelope, message k, is checked before the data it announces,
+ * message k+1). The call's fingerprint travels in that envelope (the
+ * transport has no LOOM_TX_CAP_FINGERPRINT). Lengths: a message of another
+ * length than its receive does not match it (the length hash in the tag),
+ * so no provider truncates (tcp;ofi_rxm drops the connection after a
+ * truncation, shm may hang or crash, udp;ofi_rxd truncates silently): the
+ * receive waits and the core's envelope, which carries the length, names
+ * the mismatch. Should the hashes collide, a chunk that arrives shorter
+ * than posted, or truncated (however the provider says it), fails the
+ * receive with LOOM_ERROR_MISMATCH. */
+#ifndef LOOM_OFI_PRIV_H
+#define LOOM_OFI_PRIV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "auth.h"
+#include "transport/regcache.h"
+#include "transport/transport.h"
+
+#define OX_PROTO_DATA 1ull
+/* 12 bits of a message's length: a message of another length than the
+ * receive (3.999 times in 4096) matches nothing rather than being truncated
+ * (each provider reports truncation its own way, one not at all) */
+static inline uint64_t ox_len_hash(uint64_t len)
+{
+    return ((len + 1) * 0x9e3779b97f4a7c15ull) >> 52;
+}
+#define OX_TAG(chunk, len, msg)                                                \
+    ((OX_PROTO_DATA << 60) | ((uint64_t)(chunk) & 0xfffull) << 40 |            \
+     ox_len_hash(len) << 28 | ((uint64_t)(msg) & 0xfffffffull))
+#define OX_MAX_CHUNKS 4096u
+
+#define OX_TOKEN_LEN 32
+#define OX_ADDR_MAX 256          /* bytes of a provider address we accept    */
+#define OX_HELLO_LEN 88
+#define OX_HELLO_SIGNED 56
+#define OX_FRAME_LEN 40
+
+enum ox_ctl_type { OX_CTL_ACK = 1, OX_CTL_BYE = 2, OX_CTL_FAIL = 3 };
+
+enum ox_state {
+    OX_NONE = 0,
+    OX_WAIT_BLOB,                /* our address sent, waiting for its        */
+    OX_WAIT_CTL,                 /* its address known, control channel not up */
+    OX_UP,                       /* control channel up: data moves           */
+    OX_FAILED,
+};
+
+enum ox_ctl_state {
+    OX_CS_NONE = 0,
+    OX_CS_CONNECTING,            /* lower rank: connect() in progress        */
+    OX_CS_WAIT_ACK,              /* lower rank: hello sent                   */
+    OX_CS_HELLO_OK,              /* higher rank: hello checked, no blob yet  */
+    OX_CS_UP,
+};
+
+/* One posted tagged operation (a chunk of a request), its context. */
+struct ox_op {
+    struct fi_context2 ctx;      /* first: the provider's (FI_CONTEXT2)     */
+    struct loom_tx_req *req;     /* NULL once the request was given up       */
+    int peer;
+    int is_send;
+    size_t len;                  /* bytes posted                             */
+    size_t off;                  /* where in the request's buffer            */
+    uint8_t *bounce;             /* a bounce slot it copies through, or NULL */
+    struct ox_op *prev, *next;   /* in flight                                */
+};
+
+struct ox_peer {
+    enum ox_state state;
+    double t_start;
+    fi_addr_t addr;
+    int have_addr;
+    uint8_t token[OX_TOKEN_LEN];      /* its control hello must carry this   */
+    uint8_t rtoken[OX_TOKEN_LEN];     /* what ours must carry                */
+    int ctl_fd;
+    enum ox_ctl_state ctl;
+    uint8_t ctl_in[OX_HELLO_LEN];
+    size_t ctl_have;
+    double eof_at, bye_at;
+    int bye;
+    struct loom_tx_req *shead, *stail;  /* sends not yet complete (FIFO)    */
+    struct loom_tx_req *rhead, *rtail;  /* receives not yet complete         */
+    uint64_t send_msg, recv_msg;
+    uint32_t inflight;                  /* ops posted, not yet completed     */
+    loom_result_t failed;
+    char *failmsg;
+};
+
+/* Request scratch (req->priv). */
+struct ox_reqstate {
+    uint64_t msg;
+    uint64_t chunk;              /* bytes per chunk                          */
+    uint32_t nchunks, posted, ndone;
+    int32_t err;                 /* a chunk failed: the request's result     */
+    void *ref;                   /* regcache reference, or NULL              */
+    void *desc;                  /* its fi_mr_desc, or NULL                  */
+    uint32_t landed;             /* every chunk completed                    */
+};
+static inline struct ox_reqstate *ox_rs(struct loom_tx_req *req)
+{
+    _Static_assert(sizeof(struct ox_reqstate) <= sizeof req->priv, "fits req->priv");
+    return (struct ox_reqstate *)(void *)req->priv;
+}
+
+struct ox_pending {              /* a control socket, its hello not yet read */
+    int fd;
+    double deadline;
+    char from[64];
+    uint8_t in[OX_HELLO_LEN];
+    size_t have;
+};
+
+struct ox_priv {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    int cq_fd;                   /* the CQ's wait fd, or -1 (polled)          */
+    uint8_t addr[OX_ADDR_MAX];
+    size_t addrlen;
+    size_t chunk;                /* largest tagged message posted             */
+    int need_reg;                /* FI_MR_LOCAL: buffers need a descriptor    */
+    int mr_endpoint;             /* FI_MR_ENDPOINT: bind each MR to the EP    */
+    struct loom_regcache *rc;
+    uint8_t *bounce;             /* bounce slots (need_reg)                   */
+    struct fid_mr *bounce_mr;
+    void *bounce_desc;
+    size_t bounce_size;
+    uint32_t nbounce;
+    uint8_t **bounce_free;
+    uint32_t nbounce_free;
+    struct ox_op *ops_free;
+    struct ox_op *inflight;      /* every posted op (list)                    */
+    int eagain;                  /* a post was refused: retry from progress   */
+    struct loom_auth_key key;
+    int epfd, wakefd, oobfd;
+    struct ox_peer *peers;
+    int *live;
+    int nlive;
+    struct ox_pending *pending;
+    int npending;
+    loom_result_t pending_err;
+    int shut;
+    unsigned polls;              /* progress(0) calls                         */
+    struct loom_ofi_counts {
+        uint64_t sends, recvs, chunks, eagains, regs, bounced;
+    } counts;
+};
+
+/* ofi.c */
+const char *loom_ofi_describe(struct loom_tx *tx, int rank, char *buf, size_t len);
+void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void loom_ofi_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
+#define OX_EP_WAKE 1ull
+#define OX_EP_CQ 2ull
+#define OX_EP_OOB 3ull
+#define OX_EP_PENDING(fd) (0x100000000ull | (uint64_t)(uint32_t)(fd))
+#define OX_EP_PEER(r) (0x200000000ull | (uint64_t)(uint32_t)(r))
+
+/* ofi_conn.c */
+loom_result_t loom_ofi_conn_start(struct loom_tx *tx, int r);
+void loom_ofi_conn_poll_oob(struct loom_tx *tx);
+void loom_ofi_conn_take(struct loom_tx *tx);
+void loom_ofi_conn_pending_event(struct loom_tx *tx, int fd);
+void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events);
+int loom_ofi_conn_timeouts(struct loom_tx *tx);
+void loom_ofi_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags, uint64_t w0,
+                       uint64_t w1, uint64_t w2);
+void loom_ofi_conn_close(struct loom_tx *tx, int r);
+
+/* ofi_data.c */
+loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);
+/* Read the completion queue; returns how many entries were taken. */
+int loom_ofi_poll_cq(struct loom_tx *tx);
+/* Post what can be posted to peer r (after its link came up, or -FI_EAGAIN). */
+void loom_ofi_kick(struct loom_tx *tx, int r);
+void loom_ofi_fail_reqs(struct loom_tx *tx, int r, loom_result_t res);
+loom_result_t loom_ofi_data_init(struct loom_tx *tx);
+void loom_ofi_data_free(struct loom_tx *tx);
+
+#endif
