@@ -132,6 +132,18 @@ static void add_instance(struct legacy *L, const cJSON *obj, const char *path)
         loom_rt_path_key(ld->rank_path, path, "rank_id");
         snprintf(ld->inst_path, sizeof ld->inst_path, "%s", path);
         ld->dev = loom_rt_array_object(L->w, e, ld->path);
+        if (ld->dev) {
+            /* A device is its id and its address: a rank with neither an
+             * address nor an id would pass the table's checks unnamed (the
+             * group format has no host_ip to fall back on). */
+            enum { DV_ID, DV_IP, DV_NFIELDS };
+            const struct loom_rt_field dfields[DV_NFIELDS] = {
+                [DV_ID] = {"device_id", LOOM_RT_STRING, 0, 1},
+                [DV_IP] = {"device_ip", LOOM_RT_STRING, 0, 1},
+            };
+            const cJSON *df[DV_NFIELDS];
+            loom_rt_walk_object(L->w, ld->dev, ld->path, dfields, DV_NFIELDS, df);
+        }
         L->ndevs++;
     }
 }

@@ -349,7 +349,10 @@ static void check_nic_form(struct rt_check *c)
     for (size_t s = 0; s < t->nservers; s++) {
         for (size_t i = 0; i < t->servers[s].ndevices; i++) {
             const struct loom_rt_device *dev = &t->servers[s].devices[i];
-            if (dev->nips > 0 || !dev->device_id_str)
+            /* a group_list device without its device_ip was named when
+             * the device was read (legacy.c) */
+            if (dev->nips > 0 || !dev->device_id_str ||
+                t->shape == LOOM_RT_SHAPE_GROUP_LIST)
                 continue;
             loom_rt_device_path(t, s, i, path);
             strncat(path, ".device_ip", sizeof path - strlen(path) - 1);

@@ -97,6 +97,11 @@ static const struct corpus_case corpus[] = {
         {E, "group_count", "says 2 but group_list has 1 group"},
         {E, "group_list[0].instance_list[1].devices[0].device_ip", "\"192.168.1.1\" is used twice (also group_list[0].instance_list[0].devices[0].device_ip)"},
     }},
+    {"group-list-device-fields.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "group_list[0].instance_list[0].devices[0].device_ip", "required field is missing"},
+        {W, "group_list[0].instance_list[1].devices[0].devce_id", "unknown field (ignored)"},
+        {E, "group_list[0].instance_list[1].devices[0].device_id", "required field is missing"},
+    }},
     {"host-nic-duplicates.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[0].device[1].device_port", "port 30000 is used twice on this server (also server_list[0].device[0]): ranks that share an address need their own ports"},
         {E, "server_list[1].host_ip", "\"10.0.0.1\" is used twice (also server_list[0].host_ip): without device_ip a server's ranks use its host_ip, so servers need their own"},
