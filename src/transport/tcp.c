@@ -775,34 +775,10 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
         set_interest(tp, sk, EPOLLRDHUP);
 }
 
-static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
+/* Wait up to ms (0: a look) on the epoll set and handle what came. */
+static loom_result_t tcp_events(struct loom_tx *tx, int ms)
 {
     struct tcp_priv *tp = tx->priv;
-    loom_tcp_conn_poll(tx);
-    size_t moved = scan_active(tx);
-    loom_result_t err = take_pending_err(tx);
-    if (err < 0)
-        return err;
-    if (moved || timeout_us == 0)
-        return LOOM_SUCCESS;
-
-    for (int i = 0; i < tp->nactive; i++) {
-        struct tcp_sock *sk = tp->active[i];
-        if (sk->cstate != TCP_CS_UP)
-            continue;
-        set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
-                                 (sk->recvq.head ? EPOLLIN : 0u) | EPOLLRDHUP);
-        set_lowat(sk);
-    }
-    int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
-    double next = loom_tcp_conn_next(tx);
-    if (next > 0) {
-        int until = (int)((next - loom_now()) * 1000.0) + 1;
-        if (until < 1)
-            until = 1;
-        if (ms < 0 || until < ms)
-            ms = until;
-    }
     struct epoll_event evs[64];
     int n = epoll_wait(tp->epfd, evs, 64, ms);
     if (n < 0 && errno != EINTR) {
@@ -832,6 +808,49 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
             continue;
         idle_event(tx, sk, evs[i].events);
     }
+    return LOOM_SUCCESS;
+}
+
+static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
+{
+    struct tcp_priv *tp = tx->priv;
+    loom_tcp_conn_poll(tx);
+    size_t moved = scan_active(tx);
+    loom_result_t err = take_pending_err(tx);
+    if (err < 0)
+        return err;
+    if (moved)
+        return LOOM_SUCCESS;
+    if (timeout_us == 0) {
+        /* a look at the epoll set every 64th idle call, so that a caller
+         * that only polls still accepts and finishes connections (a system
+         * call each time would slow the spinning caller) */
+        if (++tp->polls & 63)
+            return LOOM_SUCCESS;
+        LOOM_CHECK(tcp_events(tx, 0));
+        loom_tcp_conn_poll(tx);
+        scan_active(tx);
+        return take_pending_err(tx);
+    }
+
+    for (int i = 0; i < tp->nactive; i++) {
+        struct tcp_sock *sk = tp->active[i];
+        if (sk->cstate != TCP_CS_UP)
+            continue;
+        set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
+                                 (sk->recvq.head ? EPOLLIN : 0u) | EPOLLRDHUP);
+        set_lowat(sk);
+    }
+    int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
+    double next = loom_tcp_conn_next(tx);
+    if (next > 0) {
+        int until = (int)((next - loom_now()) * 1000.0) + 1;
+        if (until < 1)
+            until = 1;
+        if (ms < 0 || until < ms)
+            ms = until;
+    }
+    LOOM_CHECK(tcp_events(tx, ms));
     loom_tcp_conn_poll(tx);
     scan_active(tx);
     return take_pending_err(tx);

@@ -152,6 +152,7 @@ struct tcp_priv {
     int *lingering;           /* sockets half-closed after an abort notice, */
     int nlingering;           /* closed at finalize (so no RST eats it)     */
     int peers_used;           /* peers with a socket up (for logs, scale)   */
+    unsigned polls;           /* progress(0) calls that moved nothing       */
     int no_fingerprint;       /* LOOM_TEST_TCP_NO_FINGERPRINT: behave as a
                                  transport that cannot check calls (tests
                                  of the core's envelope)                    */
