@@ -19,6 +19,22 @@ For every cell each repetition runs loom then gloo or gloo then loom
 median repetition (and for allreduce the best one too) and the ratio
 gloo / loom (> 1: loom faster). Other load on the machine moves single
 numbers a lot: read the ratios of several runs.
+
+The compute side is set up as a CPU training host would be, and the header
+says how it ran, because it decides how much the backends can differ:
+- the ranks keep freed memory (MALLOC_MMAP_MAX_=0 and a high
+  MALLOC_TRIM_THRESHOLD_, glibc's own knobs; CPU training setups preload
+  jemalloc or tcmalloc for the same reason). Autograd allocates ~100 MB of
+  new gradient buffers per step of the large model; glibc maps blocks over
+  32 MiB fresh each time and unmaps them at free, so every step pays a page
+  fault per 4 KiB page. On the project's VMs a fault is expensive: backward
+  took 190-450 ms of the step instead of 22 ms. --system-malloc turns this
+  off.
+- BLAS: the library torch's matmuls reach (Debian's default libblas3 is the
+  reference implementation; scripts/deps.sh installs OpenBLAS, which makes
+  the large model's forward and backward ~5x faster here), used with
+  OPENBLAS_NUM_THREADS=--threads so that ranks do not oversubscribe the
+  cores.
 """
 import argparse
 import os
@@ -183,6 +199,22 @@ def bench_ddp(a, groups, rank):
             sys.stdout.flush()
 
 
+def blas_library():
+    """The BLAS shared library this process mapped (torch's matmuls)."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {l.split()[-1] for l in f if "blas" in l.split()[-1].lower()}
+    except OSError:
+        return "unknown"
+    for lib in sorted(libs):
+        real = os.path.realpath(lib)
+        if "openblas" in real:
+            return "OpenBLAS (%s)" % real
+    return ("reference BLAS (%s): install OpenBLAS (libopenblas0-pthread) for a "
+            "realistic compute share" % ", ".join(os.path.realpath(l) for l in sorted(libs))
+            if libs else "none found")
+
+
 def rank_main(a):
     torch.set_num_threads(a.threads)
     import loom.torch  # noqa: F401
@@ -194,6 +226,9 @@ def rank_main(a):
         print("torch %s, %d ranks, %d intra-op threads per rank, host %s, %d CPUs"
               % (torch.__version__, dist.get_world_size(), a.threads, os.uname().nodename,
                  os.cpu_count()))
+        print("BLAS: %s; allocator: %s" % (
+            blas_library(), "glibc, freed memory kept (MALLOC_MMAP_MAX_=0)"
+            if os.environ.get("MALLOC_MMAP_MAX_") == "0" else "glibc defaults"))
     if "allreduce" in a.what:
         bench_allreduce(a, groups, rank)
     if "ddp" in a.what:
@@ -215,6 +250,8 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--large-batch", type=int, default=8,
                    help="batch per rank of the 25M-parameter model (its compute share)")
+    p.add_argument("--system-malloc", action="store_true",
+                   help="leave glibc's allocator as it is (unmaps large blocks at free)")
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
@@ -227,7 +264,11 @@ def main():
         args = [x for x in sys.argv[1:]]
         i = args.index("--nprocs")
         del args[i:i + 2]
-        ok, results = L.run(os.path.abspath(__file__), args, a.nprocs, timeout=a.timeout)
+        env = {"OPENBLAS_NUM_THREADS": str(a.threads)}
+        if not a.system_malloc:
+            env.update(MALLOC_MMAP_MAX_="0", MALLOC_TRIM_THRESHOLD_=str(16 << 30))
+        ok, results = L.run(os.path.abspath(__file__), args, a.nprocs, timeout=a.timeout,
+                            env=env)
         if ok:
             sys.stdout.write(results[0][2])
         return 0 if ok else 1
