@@ -114,6 +114,9 @@ static int setup(struct job *j, int rank, int n, struct loom_tx **txp)
     return 0;
 }
 
+/* 1: wait_all only polls (progress(tx, 0)), as a spinning caller does */
+static int g_poll_only;
+
 /* Drive progress until every request is done or STEP_TIMEOUT passes. */
 static loom_result_t wait_all(struct loom_tx *tx, struct loom_tx_req *reqs, int n)
 {
@@ -124,7 +127,7 @@ static loom_result_t wait_all(struct loom_tx *tx, struct loom_tx_req *reqs, int 
             done &= reqs[i].done;
         if (done)
             return LOOM_SUCCESS;
-        loom_result_t res = tx->ops->progress(tx, 100000);
+        loom_result_t res = tx->ops->progress(tx, g_poll_only ? 0 : 100000);
         if (res != LOOM_SUCCESS)
             return res;
         if (mp_now() > until)
@@ -278,6 +281,20 @@ START_TEST(test_ring)
     struct job *j = job_new(c->nsocks);
     j->sndbuf = _i % 2 ? 32 << 10 : 0; /* small buffers: many partial sends */
     job_check(j, mp_run(c->n, ring_main, j, 40.0, 0), c->n);
+}
+END_TEST
+
+/* A caller that only polls (progress(tx, 0), never a timeout) still gets
+ * its connections accepted and finished: the ring's sockets are made while
+ * every rank spins (before, the accepting side never looked at its
+ * listener and the connect timed out). */
+START_TEST(test_poll_only)
+{
+    static const struct mesh_case c[] = {{2, 2}, {3, 1}};
+    struct job *j = job_new(c[_i].nsocks);
+    g_poll_only = 1; /* the forked ranks inherit it */
+    job_check(j, mp_run(c[_i].n, ring_main, j, 40.0, 0), c[_i].n);
+    g_poll_only = 0;
 }
 END_TEST
 
@@ -1321,6 +1338,7 @@ static Suite *tcp_suite(void)
     tcase_add_loop_test(tc, test_all_to_all, 0, ncases);
     tcase_add_loop_test(tc, test_ring, 0, ncases);
     tcase_add_test(tc, test_many_small_in_order);
+    tcase_add_loop_test(tc, test_poll_only, 0, 2);
     tcase_add_loop_test(tc, test_read_ahead, 0, 3);
     tcase_add_loop_test(tc, test_shared_socket, 0, 2);
     suite_add_tcase(s, tc);
