@@ -1078,8 +1078,10 @@ const struct loom_transport loom_tcp_transport = {
     .isend = tcp_isend,
     .irecv = tcp_irecv,
     /* Non-blocking pass over sockets with queued work and connections being
-     * made; only when nothing moved and timeout_us != 0, epoll_wait for the
-     * work's events, a connection's, or wake(). A failed link fails its
+     * made; when nothing moved and timeout_us != 0, epoll_wait for the
+     * work's events, a connection's, or wake(); with timeout_us == 0, a
+     * look at the epoll set every 64th such call (handshakes and idle links
+     * move on for a caller that only polls). A failed link fails its
      * requests and is returned once, with errmsg naming the peer. */
     .progress = tcp_progress,
     /* Write the instance's eventfd. */
