@@ -53,7 +53,7 @@ static loom_result_t between(struct loom_comm *comm, const struct loom_op *paren
         loom_shm_servers(comm, &server, &index, &size);
         comm->blame = sub->blame >= 0 ? loom_shm_rank_of(comm, sub->blame, index) : -1;
         /* the ranks of this server may wait on this one outside the step */
-        loom_shm_fail(comm, comm->blame);
+        loom_shm_fail(comm, parent, comm->blame);
     }
     return res;
 }

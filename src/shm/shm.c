@@ -67,11 +67,11 @@ loom_result_t loom_shm_inter(struct loom_shm_ctx *x, const struct loom_shm_mid *
     return res;
 }
 
-void loom_shm_fail(struct loom_comm *comm, int blame)
+void loom_shm_fail(struct loom_comm *comm, const struct loom_op *op, int blame)
 {
     if (!comm->shm)
         return;
-    struct loom_shm_ctx x = {.comm = comm, .s = comm->shm};
+    struct loom_shm_ctx x = {.comm = comm, .s = comm->shm, .op = op};
     loom_shm_mark_failed(&x, blame);
 }
 

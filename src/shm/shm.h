@@ -65,11 +65,11 @@ struct loom_shm_mid {
 loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
                                      const struct loom_shm_mid *mid);
 
-/* This rank failed outside the engine (a network step between servers):
- * raise its failed flag, blaming comm rank blame (-1: none), so that the
- * ranks of its server waiting on it name the cause rather than find its
- * process gone. */
-void loom_shm_fail(struct loom_comm *comm, int blame);
+/* This rank failed in call op outside the engine (a network step between
+ * servers): raise its failed flag, blaming comm rank blame (-1: none), so
+ * that the ranks of its server waiting on it name the cause rather than
+ * find its process gone. */
+void loom_shm_fail(struct loom_comm *comm, const struct loom_op *op, int blame);
 
 /* Announce op, which runs over the network (alltoall, gather, scatter),
  * so that a local rank waiting here in another call can name it. */

@@ -31,6 +31,7 @@ struct loom_shm_ctrl {
     int32_t pid;
     uint32_t failed;                        /* this rank's op failed      */
     int32_t blame;                          /* comm rank it blames, -1    */
+    uint64_t failed_seq;                    /* in which call (0: unknown) */
     /* the fingerprint of this rank's call #seq, at [seq & 1]: a peer is at
      * most one call ahead, so the entry for a reader's call stays intact */
     struct {
@@ -82,8 +83,12 @@ loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target);
 /* Copy len bytes at remote address addr of local rank j into dst. */
 loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
                                 uint64_t addr, size_t len);
-/* Record a failure on comm (message already set) and tell local peers. */
+/* Record a failure on comm (message already set) and tell local peers;
+ * the failure is in call x->op (none: not known). */
 void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame);
+/* Whether local rank k has failed in a way that concerns the call x->op:
+ * a rank that failed in a later call finished its part of this one. */
+int loom_shm_peer_failed(const struct loom_shm_ctx *x, int k);
 /* Publish this rank's call (every call, network ones too). */
 void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op);
 /* Whether the process pid has ended (gone or a zombie). */

@@ -70,6 +70,18 @@ int loom_shm_pid_gone(pid_t pid)
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
+int loom_shm_peer_failed(const struct loom_shm_ctx *x, int k)
+{
+    const struct loom_shm_ctrl *c = &x->s->ctrl[k];
+    if (!__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE))
+        return 0;
+    uint64_t at = __atomic_load_n(&c->failed_seq, __ATOMIC_RELAXED);
+    if (!x->op || !at || (at & LOOM_SEQ_INTERNAL) != (x->op->seq & LOOM_SEQ_INTERNAL))
+        return 1;
+    /* k returned from every call up to this op's last before it failed */
+    return at <= x->op->seq + loom_op_nseqs(x->op) - 1;
+}
+
 static void describe(struct loom_shm_ctx *x, char *buf, size_t len)
 {
     loom_op_format(loom_op_desc(x->op), x->op->count, x->op->seq, buf, len);
@@ -82,6 +94,7 @@ void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame)
     if (blame >= 0 && x->comm->blame < 0)
         x->comm->blame = blame;
     __atomic_store_n(&c->blame, blame, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->failed_seq, x->op ? x->op->seq : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->failed, 1, __ATOMIC_SEQ_CST);
     /* wake everyone: sleepers re-check the failed flags */
     __atomic_add_fetch(&c->epoch, 0x40000000u, __ATOMIC_SEQ_CST);
@@ -138,7 +151,7 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, uint32_t target,
     }
     /* a failed peer first: it names the cause, and may since have exited */
     for (int k = 0; k < s->n; k++)
-        if (k != s->me && __atomic_load_n(&s->ctrl[k].failed, __ATOMIC_ACQUIRE)) {
+        if (k != s->me && loom_shm_peer_failed(x, k)) {
             loom_result_t mres = check_call(x, k);
             if (mres < 0)
                 return mres;
@@ -205,7 +218,7 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
     struct loom_comm *comm = x->comm;
     uint32_t *word = &s->ctrl[j].epoch;
     uint32_t v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-    if (reached(v, target) && !s->ctrl[j].failed)
+    if (reached(v, target) && !loom_shm_peer_failed(x, j))
         return LOOM_SUCCESS;
     uint64_t start = loom_now_ns();
     /* spin: the peer is usually a few hundred nanoseconds away */
@@ -213,9 +226,9 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
         uint64_t spin_ns = (uint64_t)comm->spin_us * 1000u;
         for (unsigned i = 1;; i++) {
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-            if (reached(v, target) && !s->ctrl[j].failed)
+            if (reached(v, target) && !loom_shm_peer_failed(x, j))
                 return LOOM_SUCCESS;
-            if (s->ctrl[j].failed || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
+            if (loom_shm_peer_failed(x, j) || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
                 break;
             cpu_relax();
             if ((i & 63) == 0 && loom_now_ns() - start > spin_ns)
@@ -225,9 +238,9 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
         /* more ranks than CPUs: the peer may need this one */
         for (int i = 0; i < LOOM_SHM_YIELDS; i++) {
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-            if (reached(v, target) && !s->ctrl[j].failed)
+            if (reached(v, target) && !loom_shm_peer_failed(x, j))
                 return LOOM_SUCCESS;
-            if (s->ctrl[j].failed || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
+            if (loom_shm_peer_failed(x, j) || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
                 break;
             sched_yield();
         }
@@ -250,7 +263,7 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
             v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
         }
         __atomic_sub_fetch(&s->ctrl[j].waiters, 1, __ATOMIC_SEQ_CST);
-        if (reached(v, target) && !s->ctrl[j].failed)
+        if (reached(v, target) && !loom_shm_peer_failed(x, j))
             return LOOM_SUCCESS;
     }
 }

@@ -7,7 +7,10 @@
  *   same bits: float averages are bitwise identical on every rank;
  *   off:    LOOM_SHM=0 sets up no segment;
  *   kill:   one rank SIGKILLs itself mid-allreduce: the others fail within
- *           seconds naming it, and nothing is left in /dev/shm. */
+ *           seconds naming it, and nothing is left in /dev/shm;
+ *   late failure: a rank that failed in a later call than the one its
+ *           peers are still in (it finished its part of theirs) does not
+ *           fail that call; one that failed in the same call does. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -33,6 +36,7 @@ struct cfg {
     atomic_int *passed;  /* kill test (harness_counter_new): how many
                             have returned from call 4, the last one
                             before the kill                             */
+    int later;           /* late failure test: the flag names a later call */
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
@@ -176,6 +180,55 @@ static int kill_rank(int rank, int n, void *arg)
     return fails ? 3 : 0;
 }
 
+/* Rank 0 raises its failed flag for the call after the next (later: it
+ * has done its part of the next call) or for the next call itself (not
+ * later), then runs the next call with the others. Rank 1 comes 100 ms
+ * late, so that ranks 2 and 3 wait in the call with the flag up. */
+static int late_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    int later = c->later;
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(rank + i);
+    if (loom_barrier(comm, NULL) != LOOM_SUCCESS)
+        FAIL("barrier: %s", loom_get_error_string(comm));
+    uint64_t next = comm->next_seq + 1;
+    if (rank == 0) {
+        struct loom_op at = {.kind = LOOM_OP_BARRIER, .seq = next + (later ? 1 : 0)};
+        loom_shm_fail(comm, &at, -1);
+    }
+    if (rank == 1) {
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+    loom_result_t res = loom_allreduce(x, x, 64, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+    const char *msg = loom_get_error_string(comm);
+    if (later) {
+        if (res != LOOM_SUCCESS)
+            FAIL("call #%llu failed for a failure in a later call: %s",
+                 (unsigned long long)next, msg);
+        for (int i = 0; res == LOOM_SUCCESS && i < 64; i++)
+            if (x[i] != (float)(n * (n - 1) / 2 + n * i))
+                FAIL("x[%d] = %g", i, (double)x[i]);
+        if (rank != 0) {
+            res = loom_barrier(comm, NULL);
+            msg = loom_get_error_string(comm);
+            if (res != LOOM_ERROR_REMOTE || !strstr(msg, "rank 0 "))
+                FAIL("the call after: %s: %s (want rank 0 named)",
+                     loom_result_string(res), msg);
+        }
+    } else if (rank != 0 && (res != LOOM_ERROR_REMOTE || !strstr(msg, "rank 0 "))) {
+        FAIL("call #%llu: %s: %s (want rank 0 named)", (unsigned long long)next,
+             loom_result_string(res), msg);
+    }
+    loom_comm_destroy(comm);
+    return fails ? 1 : 0;
+}
+
 static int shm_leftovers(void)
 {
     DIR *d = opendir("/dev/shm");
@@ -269,6 +322,10 @@ int main(void)
         perror("mmap");
         return 1;
     }
+    c = (struct cfg){.table = single, .later = 1};
+    failed |= run("late failure: a later call", 4, late_rank, &c);
+    c.later = 0;
+    failed |= run("late failure: this call", 4, late_rank, &c);
     c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed};
     int st[4];
     set_port();
