@@ -532,7 +532,7 @@ static void ox_finalize(struct loom_tx *tx)
         for (int r = 0; r < tx->params.nranks; r++) {
             struct ox_peer *p = &vp->peers[r];
             if (r != tx->params.rank && !p->failed && p->ctl == OX_CS_UP)
-                loom_ofi_ctl_send(tx, r, OX_CTL_BYE, 0, 0, 0, 0);
+                loom_ofi_ctl_send(tx, r, OX_CTL_BYE, 0, p->recv_done, 0, 0);
         }
         for (int r = 0; r < tx->params.nranks; r++) {
             if (r == tx->params.rank)

@@ -19,7 +19,10 @@
  * LOOM_JOB_KEY nothing is posted for a peer until it has proven the key on
  * the control socket. A peer whose process ends closes its control socket:
  * its peers learn it at once, whatever the provider (an RDM endpoint cannot
- * tell a dead peer on an idle link). */
+ * tell a dead peer on an idle link). A rank that destroys its communicator
+ * says goodbye with the number of messages it received from the peer: the
+ * peer's sends among them are complete even if the provider never reports
+ * them (udp;ofi_rxd's acknowledgement may not leave a closed endpoint). */
 #include "build_config.h"
 
 #include <errno.h>
@@ -484,6 +487,7 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
     switch (f->type) {
     case OX_CTL_BYE:
         p->bye = 1;
+        loom_ofi_sends_received(tx, r, f->w0);
         return;
     case OX_CTL_FAIL: {
         int culprit = (int)f->flags - 1;

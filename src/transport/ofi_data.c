@@ -169,10 +169,12 @@ static void deliver(struct loom_tx *tx, int r, int is_send)
             loom_regcache_put(vp->rc, rs->ref);
         rs->ref = NULL;
         req->status = rs->err;
-        if (is_send)
+        if (is_send) {
             vp->counts.sends++;
-        else
+        } else {
             vp->counts.recvs++;
+            p->recv_done++;
+        }
         __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
     }
 }
@@ -423,6 +425,27 @@ int loom_ofi_poll_cq(struct loom_tx *tx)
         break;
     }
     return total;
+}
+
+void loom_ofi_sends_received(struct loom_tx *tx, int r, uint64_t got)
+{
+    struct ox_priv *vp = tx->priv;
+    struct ox_peer *p = &vp->peers[r];
+    int any = 0;
+    for (struct loom_tx_req *req = p->shead; req && ox_rs(req)->msg < got; req = req->next) {
+        struct ox_reqstate *rs = ox_rs(req);
+        if (rs->landed)
+            continue;
+        /* every chunk arrived, so every chunk was posted; the completions
+         * still to come find no request */
+        for (struct ox_op *op = vp->inflight; op; op = op->next)
+            if (op->req == req)
+                op->req = NULL;
+        rs->landed = 1;
+        any = 1;
+    }
+    if (any)
+        deliver(tx, r, 1);
 }
 
 void loom_ofi_fail_reqs(struct loom_tx *tx, int r, loom_result_t res)

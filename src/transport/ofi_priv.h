@@ -112,6 +112,9 @@ struct ox_peer {
     struct loom_tx_req *shead, *stail;  /* sends not yet complete (FIFO)    */
     struct loom_tx_req *rhead, *rtail;  /* receives not yet complete         */
     uint64_t send_msg, recv_msg;
+    uint64_t recv_done;                 /* receives handed back: its goodbye
+                                           tells it how many of its messages
+                                           arrived                           */
     uint32_t inflight;                  /* ops posted, not yet completed     */
     loom_result_t failed;
     char *failmsg;
@@ -209,6 +212,11 @@ int loom_ofi_poll_cq(struct loom_tx *tx);
 /* Post what can be posted to peer r (after its link came up, or -FI_EAGAIN). */
 void loom_ofi_kick(struct loom_tx *tx, int r);
 void loom_ofi_fail_reqs(struct loom_tx *tx, int r, loom_result_t res);
+/* Peer r said goodbye having received got of this rank's messages: the
+ * sends among them are complete, whatever the provider has yet to say (a
+ * reliable-datagram provider's acknowledgement may never come from an
+ * endpoint that is closed). */
+void loom_ofi_sends_received(struct loom_tx *tx, int r, uint64_t got);
 loom_result_t loom_ofi_data_init(struct loom_tx *tx);
 void loom_ofi_data_free(struct loom_tx *tx);
 
