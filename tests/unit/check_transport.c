@@ -181,9 +181,13 @@ static void job_end(struct job *j, unsigned failed, int n)
     free(j);
 }
 
-/* Skip (with the reason) a configuration that cannot run here. */
+/* Skip (with the reason) a configuration that cannot run here, or one that
+ * LOOM_TEST_CONFIG (a label, to run one configuration alone) leaves out. */
 #define CONFIG_OR_SKIP(i)                                                      \
     char why_[512] = "";                                                       \
+    const char *only_ = getenv("LOOM_TEST_CONFIG");                            \
+    if (only_ && strcmp(only_, configs[i].label) != 0)                         \
+        return;                                                                \
     if (!usable(&configs[i], why_, sizeof why_)) {                             \
         fprintf(stderr, "SKIP [%s]: %s\n", configs[i].label, why_);            \
         return;                                                                \
