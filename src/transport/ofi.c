@@ -504,6 +504,9 @@ static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
         struct ox_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)
             continue;
+        /* a peer still in an earlier call keeps the sends this rank has
+         * received (their acknowledgement may not have reached it) */
+        loom_ofi_ctl_send(tx, r, OX_CTL_GOT, 0, p->recv_done, 0, 0);
         loom_ofi_ctl_send(tx, r, OX_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
                           tx->notice_count, tx->notice_desc | (uint64_t)(uint32_t)res << 32);
         shutdown(p->ctl_fd, SHUT_WR);

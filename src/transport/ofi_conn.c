@@ -152,7 +152,7 @@ static int frame_decode(const uint8_t in[OX_FRAME_LEN], struct ox_frame *f)
     f->w0 = loom_get_le64(in + 16);
     f->w1 = loom_get_le64(in + 24);
     f->w2 = loom_get_le64(in + 32);
-    return f->type >= OX_CTL_ACK && f->type <= OX_CTL_FAIL ? 0 : -1;
+    return f->type >= OX_CTL_ACK && f->type <= OX_CTL_GOT ? 0 : -1;
 }
 
 /* mac = HMAC-SHA256(job key, ctx | role | the hello's signed bytes); zeros
@@ -487,6 +487,9 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
     switch (f->type) {
     case OX_CTL_BYE:
         p->bye = 1;
+        loom_ofi_sends_received(tx, r, f->w0);
+        return;
+    case OX_CTL_GOT: /* a FAIL follows: what it received is not failed */
         loom_ofi_sends_received(tx, r, f->w0);
         return;
     case OX_CTL_FAIL: {

@@ -66,7 +66,10 @@ static inline uint64_t ox_len_hash(uint64_t len)
 #define OX_HELLO_SIGNED 56
 #define OX_FRAME_LEN 40
 
-enum ox_ctl_type { OX_CTL_ACK = 1, OX_CTL_BYE = 2, OX_CTL_FAIL = 3 };
+/* Control frames after the hello: BYE (w0: how many of the peer's messages
+ * arrived), FAIL (flags: culprit + 1, w0: call, w1: count, w2: desc and
+ * result), GOT (w0 as BYE's, sent just before a FAIL). */
+enum ox_ctl_type { OX_CTL_ACK = 1, OX_CTL_BYE = 2, OX_CTL_FAIL = 3, OX_CTL_GOT = 4 };
 
 enum ox_state {
     OX_NONE = 0,
