@@ -79,6 +79,9 @@ void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char
     p->state = OX_FAILED;
     free(p->failmsg);
     p->failmsg = strdup(tx->errmsg);
+    free(p->held_why);
+    p->held_why = NULL;
+    p->held = 0;
     loom_ofi_fail_reqs(tx, r, res);
     loom_ofi_conn_close(tx, r);
     vp->pending_err = res;
@@ -543,6 +546,7 @@ static void ox_finalize(struct loom_tx *tx)
             loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
             loom_ofi_conn_close(tx, r);
             free(vp->peers[r].failmsg);
+            free(vp->peers[r].held_why);
         }
         free(vp->peers);
         vp->peers = NULL;

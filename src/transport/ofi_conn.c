@@ -473,6 +473,25 @@ void loom_ofi_conn_pending_event(struct loom_tx *tx, int fd)
         p->ctl = OX_CS_HELLO_OK; /* its address has not come yet */
 }
 
+/* Whether a request of a call before call seq is pending on p. Requests
+ * carry their call's number as the core's tag (its low 31 bits, the top
+ * bit for Loom's own calls, which count apart). */
+static int earlier(uint32_t tag, uint64_t seq)
+{
+    uint32_t t = (uint32_t)(seq & 0x7fffffffu) | (seq >> 63 ? 0x80000000u : 0);
+    return (tag & 0x80000000u) == (t & 0x80000000u) &&
+           (int32_t)((tag - t) << 1) < 0;
+}
+
+static int earlier_pending(const struct ox_peer *p, uint64_t seq)
+{
+    for (int k = 0; k < 2; k++)
+        for (const struct loom_tx_req *q = k ? p->shead : p->rhead; q; q = q->next)
+            if (earlier(q->tag, seq))
+                return 1;
+    return 0;
+}
+
 static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
 {
     struct ox_priv *vp = tx->priv;
@@ -516,6 +535,12 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
         }
         char why[400];
         loom_tx_stop_reason(why, sizeof why, code, q, who);
+        if (earlier_pending(p, f->w0) && (p->held_why = strdup(why)) != NULL) {
+            p->held = LOOM_ERROR_REMOTE;
+            p->held_seq = f->w0;
+            p->held_at = loom_now();
+            return;
+        }
         loom_ofi_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
         return;
     }
@@ -638,6 +663,13 @@ int loom_ofi_conn_timeouts(struct loom_tx *tx)
         struct ox_peer *p = &vp->peers[r];
         if (p->failed)
             continue;
+        if (p->held) {
+            if (!earlier_pending(p, p->held_seq) || now - p->held_at >= OX_EOF_GRACE)
+                loom_ofi_fail_peer(tx, r, p->held, "%s", p->held_why);
+            else
+                next_ms = 10;
+            continue;
+        }
         if (p->bye && (p->rhead || p->shead)) {
             if (p->bye_at == 0)
                 p->bye_at = now;

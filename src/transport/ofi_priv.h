@@ -121,6 +121,14 @@ struct ox_peer {
     uint32_t inflight;                  /* ops posted, not yet completed     */
     loom_result_t failed;
     char *failmsg;
+    /* a failure notice for call held_seq, held while requests of earlier
+     * calls are pending: the peer finished those calls, and what it sent
+     * for them may still be on its way (data and notices take different
+     * paths); after OX_EOF_GRACE, or once they are done, the peer fails */
+    loom_result_t held;                 /* 0: none                           */
+    uint64_t held_seq;
+    double held_at;
+    char *held_why;
 };
 
 /* Request scratch (req->priv). */

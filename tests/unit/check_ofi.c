@@ -394,6 +394,76 @@ START_TEST(test_length_checked)
 }
 END_TEST
 
+/* ---- a failure notice with data of an earlier call on its way ---- */
+
+/* Rank 0 sends a message of call 5, then fails in call 6. Rank 1 receives
+ * that message late, and also waits for one of call 5 that rank 0 never
+ * sends: the message arrives whatever the order of the notice and the data
+ * (they take different paths), and the receive it never sends fails with
+ * the notice's reason once the grace after the notice (0.5 s) is over. */
+static int notice_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t d[256], x[64], one = 1, got = 0;
+    struct loom_tx_req r[3];
+    if (post(tx, &r[0], 1 - rank, 0, &got, 1, 1) || post(tx, &r[1], 1 - rank, 1, &one, 1, 1) ||
+        wait_all(tx, r, 2, 10.0)) {
+        snprintf(j->err[rank], ERRSLOT, "warm-up: %s", tx->errmsg);
+        return 20;
+    }
+    if (rank == 0) {
+        mp_fill(d, sizeof d, seed(0, 1, 5));
+        if (post(tx, &r[0], 1, 1, d, sizeof d, 5) || wait_all(tx, r, 1, 10.0) ||
+            post(tx, &r[1], 1, 0, &got, 1, 5) || wait_all(tx, &r[1], 1, 10.0)) {
+            snprintf(j->err[rank], ERRSLOT, "before the notice: %s", tx->errmsg);
+            return 21;
+        }
+        tx->notice_seq = 6;
+        tx->notice_desc = 0x40;
+        tx->notice_count = 1;
+        tx->notice_culprit = -1;
+        tx->ops->shutdown(tx, LOOM_ERROR_TIMEOUT);
+        usleep(1500000);
+        teardown(tx);
+        return 0;
+    }
+    usleep(300000); /* the message waits at this rank, unreceived */
+    double t0 = mp_now();
+    if (post(tx, &r[0], 0, 0, d, sizeof d, 5) || post(tx, &r[1], 0, 0, x, sizeof x, 5) ||
+        post(tx, &r[2], 0, 1, &one, 1, 5) || wait_all(tx, &r[2], 1, 10.0)) {
+        snprintf(j->err[rank], ERRSLOT, "posting: %s", tx->errmsg);
+        return 22;
+    }
+    loom_result_t res = wait_all(tx, &r[0], 1, 10.0);
+    if (res != LOOM_SUCCESS || mp_verify(d, sizeof d, seed(0, 1, 5)) >= 0) {
+        snprintf(j->err[rank], ERRSLOT, "the message sent before the notice: %s: %s",
+                 loom_result_string(res), res ? tx->errmsg : "wrong bytes");
+        return 23;
+    }
+    res = wait_all(tx, &r[1], 1, 10.0);
+    double dt = mp_now() - t0;
+    if (res != LOOM_ERROR_REMOTE || !strstr(tx->errmsg, "failed in call #6") || dt < 0.45) {
+        snprintf(j->err[rank], ERRSLOT, "the message never sent: %s after %.2f s: %s",
+                 loom_result_string(res), dt, tx->errmsg);
+        return 24;
+    }
+    teardown(tx);
+    return 0;
+}
+
+START_TEST(test_notice_after_data)
+{
+    if (!provider_or_skip(_i))
+        return;
+    struct job *j = job_new(_i);
+    job_end(j, mp_run(2, notice_main, j, 30.0, 0), 2);
+}
+END_TEST
+
 /* ---- communicators: mismatch, kill -9, job key ---- */
 
 static loom_comm_t join(struct job *j, int rank, int n)
@@ -698,6 +768,7 @@ static Suite *ofi_suite(void)
         {"split", test_split_registered, NPROV},
         {"realloc", test_free_and_reallocate, NPROV},
         {"length", test_length_checked, NPROV},
+        {"notice", test_notice_after_data, NPROV},
         {"mismatch", test_comm_mismatch, NPROV},
         {"counts", test_comm_counts_differ, NPROV},
         {"kill", test_killed_rank_named, NPROV},
