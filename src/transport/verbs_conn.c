@@ -544,7 +544,13 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_verbs_fram
         }
         char why[400];
         loom_tx_stop_reason(why, sizeof why, code, q, who);
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
+        /* it finished its earlier calls before it failed: its writes for
+         * them were acknowledged, so their completions are here or about
+         * to be; take those in the queue before its requests fail (the
+         * notice came by another path than the data) */
+        loom_verbs_poll_cq(tx);
+        if (!p->failed)
+            loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
         return;
     }
     default:
