@@ -535,6 +535,8 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
         }
         char why[400];
         loom_tx_stop_reason(why, sizeof why, code, q, who);
+        if (p->held)
+            return; /* one notice is enough */
         if (earlier_pending(p, f->w0) && (p->held_why = strdup(why)) != NULL) {
             p->held = LOOM_ERROR_REMOTE;
             p->held_seq = f->w0;
