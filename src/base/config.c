@@ -89,7 +89,8 @@ static const struct config_var config_vars[] = {
     {"LOOM_CHUNK_SIZE", CONFIG_SIZE, "1M", FIELD(chunk_size), 1024.0, 1073741824.0, 0,
      "bytes per pipelined chunk (K/M/G suffixes, 1K..1G)", NULL},
     {"LOOM_SOCKET_SNDBUF", CONFIG_SIZE, "512K", FIELD(socket_sndbuf), 0.0, 1073741824.0, 0,
-     "SO_SNDBUF of each TCP data socket (Linux doubles it); 0 = kernel autotuning", NULL},
+     "SO_SNDBUF of each TCP data socket, Loom's and ofi's tcp provider's (Linux doubles it); "
+     "0 = kernel autotuning", NULL},
     {"LOOM_ALGO", CONFIG_STRING, "", FIELD(algo), 0, 0, 0,
      "algorithm override: \"ring\" or \"allreduce=ring,broadcast=tree\"", NULL},
     {"LOOM_TRANSPORT", CONFIG_ENUM, "tcp", FIELD(transport), 0, 0, 0,

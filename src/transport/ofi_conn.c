@@ -278,6 +278,10 @@ static void apply_blob(struct loom_tx *tx, int r, const uint8_t *token, const vo
     }
     p->addr = fa;
     p->have_addr = 1;
+    if (vp->sndbuf) {
+        memcpy(&p->sa, addr, vp->addrlen);
+        p->salen = (socklen_t)vp->addrlen;
+    }
     memcpy(p->rtoken, token, OX_TOKEN_LEN);
     p->state = OX_WAIT_CTL;
     if (answer && send_blob(tx, r) < 0)

@@ -351,6 +351,8 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
     struct loom_tx_req *req = op->req;
     if (err < 0)
         err = -err; /* shm reports negative errors */
+    if (vp->sndbuf && !p->socks_tuned)
+        loom_ofi_tune_sockets(tx, op->peer);
     op_unlink(vp, op);
     p->inflight--;
     if (req) {

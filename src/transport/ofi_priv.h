@@ -35,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -129,6 +130,12 @@ struct ox_peer {
     uint64_t held_seq;
     double held_at;
     char *held_why;
+    /* tcp-based providers: its endpoint address as a socket address, and
+     * whether the provider's sockets to it were looked for (ofi.c,
+     * loom_ofi_tune_sockets) */
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    int socks_tuned;
 };
 
 /* Request scratch (req->priv). */
@@ -189,8 +196,9 @@ struct ox_priv {
     loom_result_t pending_err;
     int shut;
     unsigned polls;              /* progress(0) calls                         */
+    size_t sndbuf;               /* SO_SNDBUF for a tcp provider's sockets (0: none) */
     struct loom_ofi_counts {
-        uint64_t sends, recvs, chunks, eagains, regs, bounced;
+        uint64_t sends, recvs, chunks, eagains, regs, bounced, socks_tuned;
     } counts;
 };
 
@@ -199,6 +207,9 @@ const char *loom_ofi_describe(struct loom_tx *tx, int rank, char *buf, size_t le
 void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void loom_ofi_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
+/* A tcp-based provider's sockets to or from peer r get vp->sndbuf, once
+ * (from its first completion: the provider connects on first use). */
+void loom_ofi_tune_sockets(struct loom_tx *tx, int r);
 #define OX_EP_WAKE 1ull
 #define OX_EP_CQ 2ull
 #define OX_EP_OOB 3ull

@@ -21,10 +21,15 @@
  *           port: nothing matches, the job's bytes are exact (junk datagrams
  *           crash libfabric 1.17's udp;ofi_rxd itself: not sent there);
  * job key:  with LOOM_JOB_KEY the links come up (hello and ACK proven) and
- *           carry the job's bytes. (The contract: check_transport.) */
+ *           carry the job's bytes;
+ * sndbuf:   (tcp;ofi_rxm) once a peer's first message completed, the
+ *           provider's socket between the two ranks has LOOM_SOCKET_SNDBUF
+ *           (doubled by Linux), and with LOOM_SOCKET_SNDBUF=0 none is
+ *           touched. (The contract: check_transport.) */
 #include "build_config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -756,6 +761,110 @@ START_TEST(test_strangers_match_nothing)
 }
 END_TEST
 
+/* ---- the tcp provider's send buffers ---- */
+
+#define SNDBUF_ASKED 100000 /* Linux reports twice this */
+#define SNDBUF_LEN (1u << 20)
+
+static int sock_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+    if (ss->ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+    return -1;
+}
+
+/* This process's TCP sockets from port mine or to port theirs, and how
+ * many of them have SO_SNDBUF want. */
+static void count_socks(int mine, int theirs, int want, uint64_t *found, uint64_t *with)
+{
+    *found = *with = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        int fd = atoi(e->d_name);
+        struct sockaddr_storage a, b;
+        socklen_t al = sizeof a, bl = sizeof b;
+        int v = 0;
+        socklen_t vl = sizeof v;
+        if (fd <= 2 || fd == dirfd(d) || getsockname(fd, (struct sockaddr *)&a, &al) ||
+            getpeername(fd, (struct sockaddr *)&b, &bl) ||
+            (sock_port(&a) != mine && sock_port(&b) != theirs) ||
+            getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &vl))
+            continue;
+        (*found)++;
+        *with += v == want;
+    }
+    closedir(d);
+}
+
+static int sndbuf_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    int asked = j->v[2][0] ? SNDBUF_ASKED : 0;
+    char val[32];
+    snprintf(val, sizeof val, "%d", asked);
+    setenv("LOOM_SOCKET_SNDBUF", val, 1);
+    struct loom_tx *tx;
+    int rc = setup(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    struct ox_priv *vp = tx->priv;
+    struct sockaddr_storage own;
+    memcpy(&own, vp->addr, vp->addrlen < sizeof own ? vp->addrlen : sizeof own);
+    j->v[rank][0] = (uint64_t)sock_port(&own); /* read by the peer once its message came */
+    uint8_t *sb = malloc(SNDBUF_LEN), *rb = malloc(SNDBUF_LEN);
+    mp_fill(sb, SNDBUF_LEN, seed(rank, 1 - rank, 0));
+    struct loom_tx_req r[2];
+    if (post(tx, &r[0], 1 - rank, 0, rb, SNDBUF_LEN, 0) ||
+        post(tx, &r[1], 1 - rank, 1, sb, SNDBUF_LEN, 0) ||
+        wait_all(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+        snprintf(j->err[rank], ERRSLOT, "%s", tx->errmsg);
+        return 20;
+    }
+    if (mp_verify(rb, SNDBUF_LEN, seed(1 - rank, rank, 0)) >= 0) {
+        snprintf(j->err[rank], ERRSLOT, "wrong bytes");
+        return 21;
+    }
+    count_socks((int)j->v[rank][0], (int)j->v[1 - rank][0], 2 * SNDBUF_ASKED, &j->v[rank][1],
+                &j->v[rank][2]);
+    j->v[rank][3] = vp->counts.socks_tuned;
+    free(sb);
+    free(rb);
+    teardown(tx);
+    return 0;
+}
+
+START_TEST(test_tcp_sndbuf)
+{
+    if (!provider_or_skip(0))
+        return;
+    struct job *j = job_new(0);
+    j->v[2][0] = _i == 0; /* 1: LOOM_SOCKET_SNDBUF set; 0: LOOM_SOCKET_SNDBUF=0 */
+    int set = _i == 0;
+    unsigned failed = mp_run(2, sndbuf_main, j, 40.0, 0);
+    for (int r = 0; r < 2 && !failed; r++) {
+        fprintf(stderr, "[%s] LOOM_SOCKET_SNDBUF=%d: rank %d: %llu provider sockets, %llu with "
+                "SO_SNDBUF %d, %llu tuned\n", provs[0], set ? SNDBUF_ASKED : 0, r,
+                (unsigned long long)j->v[r][1], (unsigned long long)j->v[r][2],
+                2 * SNDBUF_ASKED, (unsigned long long)j->v[r][3]);
+        ck_assert_msg(j->v[r][1] >= 1, "rank %d: no socket of the provider's to the peer", r);
+        if (set) {
+            ck_assert_msg(j->v[r][2] >= 1 && j->v[r][3] >= 1,
+                          "rank %d: the provider's socket kept the kernel's send buffer", r);
+        } else {
+            ck_assert_msg(j->v[r][2] == 0 && j->v[r][3] == 0,
+                          "rank %d: a socket was tuned with LOOM_SOCKET_SNDBUF=0", r);
+        }
+    }
+    unsetenv("LOOM_SOCKET_SNDBUF");
+    loom_config_reset();
+    job_end(j, failed, 2);
+}
+END_TEST
+
 static Suite *ofi_suite(void)
 {
     Suite *s = suite_create("ofi");
@@ -774,6 +883,7 @@ static Suite *ofi_suite(void)
         {"kill", test_killed_rank_named, NPROV},
         {"key", test_job_key, 1},
         {"strangers", test_strangers_match_nothing, NPROV},
+        {"sndbuf", test_tcp_sndbuf, 2},
     };
     /* one case each: CK_RUN_CASE=strangers runs one */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
