@@ -116,9 +116,31 @@ static struct fi_info *hints_new(const char *prov)
     return h;
 }
 
+/* libfabric 1.17's shm provider moves a large message with one
+ * process_vm_readv (CMA) by the receiver, holding its own region's lock
+ * throughout, so a peer's next send waits for the copy to end; through its
+ * shared buffers (SAR) both sides copy at once, in pieces. Here SAR is
+ * 1.1-2x faster from 1 MiB up (docs/ofi.md), so when LOOM_OFI_PROVIDER
+ * asks for shm, FI_SHM_DISABLE_CMA=1 unless the user set it. libfabric
+ * reads it once, when the process first calls it: this is done before
+ * Loom's first fi_getinfo, and has no effect where something else in the
+ * process called libfabric first. */
+static void shm_env_once(void)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    if (strcmp(loom_config()->ofi_provider, "shm") == 0 && !getenv("FI_SHM_DISABLE_CMA")) {
+        setenv("FI_SHM_DISABLE_CMA", "1", 0);
+        LOOM_INFO(LOOM_SUB_NET, "ofi: shm copies through its shared buffers "
+                  "(FI_SHM_DISABLE_CMA=1; FI_SHM_DISABLE_CMA=0 keeps its CMA copies)");
+    }
+}
+
 /* fi_getinfo for prov (on node with FI_SOURCE when given); 0 or -fi_errno. */
 static int getinfo(const char *prov, const char *node, struct fi_info **out)
 {
+    shm_env_once();
     struct fi_info *h = hints_new(prov);
     if (!h)
         return -FI_ENOMEM;

@@ -50,6 +50,29 @@ run shm ${OFI_COLL_RANKS:-2 3 4 5}
 # shellcheck disable=SC2086
 run "udp;ofi_rxd" ${OFI_COLL_RANKS_UDP:-2 3}
 LOOM_TEST_OFI_REG=1 LOOM_TEST_OFI_CHUNK=65536 LOOM_CHUNK_SIZE=1M run "tcp;ofi_rxm" 2 3
+# shm's large messages: through its shared buffers unless the user set
+# FI_SHM_DISABLE_CMA (ofi.c, shm_env_once), and right both ways
+perf=$LOOM_BUILDDIR/perf/all_reduce_perf
+if [ -x "$perf" ] && LOOM_OFI_PROVIDER=shm "$info" 2>/dev/null | grep -q '^transport *: ofi *built, available'; then
+    for cma in unset 0; do
+        echo "== ofi shm: 2 ranks, 8 MiB chunks, FI_SHM_DISABLE_CMA $cma"
+        out=$( (if [ $cma = unset ]; then unset FI_SHM_DISABLE_CMA; else export FI_SHM_DISABLE_CMA=$cma; fi
+                LOOM_DEBUG=INFO LOOM_OFI_PROVIDER=shm LOOM_CHUNK_SIZE=8M \
+                    "$LOOM_BUILDDIR/tools/loom-run" -n 2 --timeout 120 -- \
+                    "$perf" -b 8 -e 32M -f 8 -n 3 -w 1 -c 1) 2>&1) ||
+            { echo "$out" | tail -20; exit 1; }
+        said=$(echo "$out" | grep -c 'FI_SHM_DISABLE_CMA=1;' || true)
+        wrong=$(echo "$out" | sed -n 's/.*Out of bounds values : \([0-9]*\).*/\1/p' | head -1)
+        want=2
+        [ $cma = unset ] || want=0
+        if [ "$said" != "$want" ] || [ "$wrong" != 0 ]; then
+            echo "FAIL: FI_SHM_DISABLE_CMA $cma: $said ranks said they set it (want $want), wrong values: ${wrong:-no summary}"
+            echo "$out" | tail -20
+            exit 1
+        fi
+        echo "PASS ($said ranks set FI_SHM_DISABLE_CMA=1, 0 wrong values)"
+    done
+fi
 if [ "$ran" -gt 0 ] && [ -n "${LOOM_SRCDIR:-}" ]; then
     echo "== ofi tcp;ofi_rxm: the 2-server loopback table, shared memory on"
     env -u LOOM_SHM LOOM_CHUNK_SIZE=64K LOOM_OFI_PROVIDER="tcp;ofi_rxm" \
