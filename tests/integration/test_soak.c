@@ -9,7 +9,10 @@
  * and an event (polled with loom_event_query, then synchronized).
  *
  * Each rank records its open descriptors (entries of /proc/self/fd) and
- * VmRSS after call 1,000 and after the last call: descriptors must be
+ * VmRSS after call 1,000 and after the last call, each time after a
+ * barrier and SOAK_SETTLE_S of rest (the out-of-band service closes an
+ * outgoing socket idle for 1 s: one used at set-up may be open at call
+ * 1,000 on a fast machine and closed by the end): descriptors must be
  * equal, and RSS may grow by at most SOAK_RSS_SLACK_KB. The buffers are
  * allocated and touched once before the first call, so what is measured is
  * the library's own memory: by call 1,000 every connection, chunk buffer and
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll_check.h"
 #include "harness.h"
@@ -40,6 +44,7 @@
 #define SOAK_WARM_OPS 1000
 #define SOAK_RSS_SLACK_KB (8 * 1024)
 #define SOAK_SLACK 64 /* guard bytes past each output */
+#define SOAK_SETTLE_S 2 /* more than the OOB service's idle close (1 s) */
 
 struct soak_cfg {
     int port;
@@ -119,6 +124,18 @@ struct soak_rank {
     size_t cap;
     int fails;
 };
+
+/* soak_measure once every rank is here and idle sockets have closed */
+static struct soak_usage soak_settled(struct soak_rank *s)
+{
+    if (loom_barrier(s->comm, NULL) != LOOM_SUCCESS) {
+        fprintf(stderr, "rank %d: barrier before measuring: %s\n", s->rank,
+                loom_get_error_string(s->comm));
+        s->fails++;
+    }
+    sleep(SOAK_SETTLE_S);
+    return soak_measure();
+}
 
 static void soak_fail(struct soak_rank *s, uint64_t i, const struct soak_call *c,
                       const char *what)
@@ -295,10 +312,10 @@ static int soak_rank_main(int rank, int n, void *arg)
         soak_one(&s, i, &c, cfg->seed + i);
         bytes += c.count * loom_dtype_size(c.t);
         if (i + 1 == SOAK_WARM_OPS)
-            warm = soak_measure();
+            warm = soak_settled(&s);
     }
-    last = soak_measure();
-    double secs = harness_now() - t0;
+    double secs = harness_now() - t0 - (cfg->ops >= SOAK_WARM_OPS ? SOAK_SETTLE_S : 0);
+    last = soak_settled(&s);
     if (cfg->ops >= 2 * SOAK_WARM_OPS && s.fails == 0) {
         if (last.fds != warm.fds) {
             fprintf(stderr, "rank %d: open descriptors %ld after call %d, %ld after call %"
