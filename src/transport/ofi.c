@@ -327,9 +327,9 @@ static int same_sockaddr(const struct sockaddr_storage *a, const void *mine)
 }
 
 /* libfabric 1.17's tcp provider leaves its sockets' send buffers to the
- * kernel's autotuning and has no setting for them; on loopback and on the
- * VMs measured here that costs 1.2-1.4x per large message against a fixed
- * buffer (docs/ofi.md, "The tcp provider's sockets"). Its sockets are this
+ * kernel's autotuning and has no setting for them; on the VM measured here
+ * that costs 1.3-1.7x per large message against a fixed buffer (docs/ofi.md,
+ * "How it works"). Its sockets are this
  * process's file descriptors, so once the provider has connected to peer r
  * (its first completion), they get LOOM_SOCKET_SNDBUF, as Loom's own tcp
  * sockets do: those connected to r's endpoint address, and those accepted
