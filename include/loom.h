@@ -254,6 +254,14 @@ LOOM_API loom_result_t loom_redop_destroy(loom_redop_t op);
  * LOOM_BOOTSTRAP_TIMEOUT expires (the error names the missing ranks). */
 LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
                                                 loom_comm_t *comm);
+/* The same, for a caller told the job's size (torch's init_process_group
+ * world_size, with RANK_TABLE_FILE naming the table): a table of another
+ * number of ranks fails at once, naming both numbers, instead of waiting for
+ * ranks that never start. nranks -1: no check. loom_comm_init_env checks the
+ * launcher's size variable (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * SLURM_NTASKS, RANK_SIZE, LOOM_NRANKS) the same way. */
+LOOM_API loom_result_t loom_comm_init_ranktable_size(const char *path, int nranks,
+                                                     int rank, loom_comm_t *comm);
 /* url is "tcp://host:port" (rank 0 listens there) or "env://" (MASTER_ADDR,
  * MASTER_PORT). nranks and rank may be -1 to take them from the launcher:
  * RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK and _SIZE, ... (docs/launch.md). */

@@ -290,7 +290,8 @@ def init(init_method=None, size=-1, rank=-1, ranktable=None, unique_id=None):
     """A communicator from one of:
       init("tcp://host:port", size, rank)   rank 0 listens there
       init("env://")                        MASTER_ADDR/PORT, WORLD_SIZE, RANK
-      init(ranktable="table.json", rank=r)  an HCCL rank table
+      init(ranktable="table.json", rank=r)  an HCCL rank table (with size=n:
+                                            it must have n ranks)
       init(unique_id=uid, size=n, rank=r)   an id from get_unique_id()
       init()                                LOOM_RANK_TABLE/RANK_TABLE_FILE and
                                             LOOM_RANK/RANK... (loom_comm_init_env)
@@ -304,7 +305,8 @@ def init(init_method=None, size=-1, rank=-1, ranktable=None, unique_id=None):
         ctypes.memmove(ctypes.addressof(uid), bytes(unique_id), _lib.UNIQUE_ID_BYTES)
         res = lib.loom_comm_init_rank(ctypes.byref(h), size, ctypes.byref(uid), rank)
     elif ranktable is not None:
-        res = lib.loom_comm_init_ranktable(str(ranktable).encode(), rank, ctypes.byref(h))
+        res = lib.loom_comm_init_ranktable_size(str(ranktable).encode(), size, rank,
+                                                ctypes.byref(h))
     elif init_method is not None:
         res = lib.loom_comm_init_url(init_method.encode(), size, rank, ctypes.byref(h))
     else:

@@ -63,6 +63,8 @@ _PROTOS = {
     "loom_get_version": (c_int, [ctypes.POINTER(c_int), ctypes.POINTER(c_char_p)]),
     "loom_get_features": (c_int, [ctypes.POINTER(c_char_p)]),
     "loom_comm_init_ranktable": (c_int, [c_char_p, c_int, ctypes.POINTER(c_void_p)]),
+    "loom_comm_init_ranktable_size": (c_int, [c_char_p, c_int, c_int,
+                                              ctypes.POINTER(c_void_p)]),
     "loom_comm_init_url": (c_int, [c_char_p, c_int, c_int, ctypes.POINTER(c_void_p)]),
     "loom_comm_init_env": (c_int, [ctypes.POINTER(c_void_p)]),
     "loom_get_unique_id": (c_int, [ctypes.POINTER(UniqueId)]),

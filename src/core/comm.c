@@ -381,8 +381,29 @@ static loom_result_t ranktable_error(const char *path, loom_result_t res,
     return res;
 }
 
+/* Join the table at path as rank. When the caller was told the job's size
+ * (nranks >= 0, from size_from: "world_size", "OMPI_COMM_WORLD_SIZE=2
+ * (mpirun (Open MPI))"), a table of another size fails before any wait:
+ * the ranks it names beyond the job would never come. */
+static loom_result_t comm_init_table(const char *path, int rank, int nranks,
+                                     const char *size_from, loom_comm_t *out);
+
 LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
                                                 loom_comm_t *out)
+{
+    return loom_comm_init_ranktable_size(path, -1, rank, out);
+}
+
+LOOM_API loom_result_t loom_comm_init_ranktable_size(const char *path, int nranks,
+                                                     int rank, loom_comm_t *out)
+{
+    char from[64];
+    snprintf(from, sizeof from, "the caller's world size %d", nranks);
+    return comm_init_table(path, rank, nranks, from, out);
+}
+
+static loom_result_t comm_init_table(const char *path, int rank, int nranks,
+                                     const char *size_from, loom_comm_t *out)
 {
     if (!path || !out) {
         loom_set_thread_error("loom_comm_init_ranktable: path and comm must not be NULL");
@@ -400,6 +421,13 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
     loom_diag_free(diag);
     int n = 0;
     loom_ranktable_nranks(rt, &n);
+    if (nranks >= 0 && nranks != n) {
+        loom_set_thread_error("rank table %s has %d ranks but %s says the job has %d: "
+                              "start %d ranks, or give a table of %d", path, n,
+                              size_from, nranks, n, nranks);
+        loom_ranktable_free(rt);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
     if (rank < 0 || rank >= n) {
         loom_set_thread_error("rank %d is not in rank table %s, which has ranks 0..%d",
                               rank, path, n - 1);
@@ -662,20 +690,20 @@ LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
                               "(env://, with RANK and WORLD_SIZE)");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    int rank = -1;
-    const char *var = NULL;
+    struct loom_launch l;
     char err[256];
-    int rc = loom_launch_rank(&rank, &var, err, sizeof err);
-    if (rc < 0) {
+    if (loom_launch_read(&l, err, sizeof err) < 0) {
         loom_set_thread_error("loom_comm_init_env: %s", err);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    if (rc > 0) {
+    if (l.rank < 0) {
         loom_set_thread_error("loom_comm_init_env: no rank given: set %s",
                               loom_launch_rank_vars);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    return loom_comm_init_ranktable(path, rank, out);
+    char from[160];
+    snprintf(from, sizeof from, "%s=%d (%s)", l.size_var, l.nranks, l.launcher);
+    return comm_init_table(path, l.rank, l.nranks, from, out);
 }
 
 LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)

@@ -357,6 +357,24 @@ START_TEST(init_errors)
 }
 END_TEST
 
+/* A caller that knows the job's size is told at once when the table has
+ * another: both numbers in the message, no wait for ranks that never come. */
+START_TEST(table_size_checked)
+{
+    char table[256];
+    snprintf(table, sizeof table, "%s/etc/ranktables/single-4.json",
+             getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".");
+    setenv("LOOM_BOOTSTRAP_TIMEOUT", "600", 1);
+    loom_comm_t c = NULL;
+    ck_assert_int_eq(loom_comm_init_ranktable_size(table, 2, 0, &c),
+                     LOOM_ERROR_INVALID_ARGUMENT);
+    const char *msg = loom_get_error_string(NULL);
+    ck_assert_msg(strstr(msg, "has 4 ranks but the caller's world size 2"), "%s", msg);
+    ck_assert_ptr_null(c);
+    unsetenv("LOOM_BOOTSTRAP_TIMEOUT");
+}
+END_TEST
+
 /* A missing rank is named by rank 0 when the bootstrap timeout expires. */
 static int rank_missing(int rank, int n, void *arg)
 {
@@ -863,6 +881,7 @@ int main(void)
     tcase_add_test(tc, url_rank_from_launcher);
     tcase_add_test(tc, url_launcher_errors);
     tcase_add_test(tc, unique_id);
+    tcase_add_test(tc, table_size_checked);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
     tcase_add_loop_test(tc, mismatched_calls_named_network, 0, 3);

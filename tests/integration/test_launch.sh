@@ -14,6 +14,7 @@
 #   5. a perf tool with no launcher at all: one rank
 #   6. a failure shows once on stderr: ranks in different collectives each
 #      print the mismatch once, and Loom logs it at INFO under COLL
+#   7. a launcher size that is not the rank table's: refused at once
 # Every process is bounded by timeout(1), which ends it by PID.
 set -u
 
@@ -218,6 +219,27 @@ by_hand misl 2 "RANK=\$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port LO
 grep -q ' LOOM INFO COLL collective calls differ' "$work/misl.err.0" ||
     fail "mismatch with LOOM_DEBUG=INFO: no 'LOOM INFO COLL' line: $(grep differ "$work/misl.err.0")"
 [ "$failures" -eq "$f0" ] && pass "a failure shows once, logged at INFO under COLL"
+
+# --- 7. a launcher's size that is not the table's: refused at once -----------
+# A launcher's size that is not the table's: every rank fails at once (long
+# before the 60 s bootstrap timeout), naming both numbers and their sources.
+f0=$failures
+t4="$srcdir/etc/ranktables/single-4.json"
+start=$(date +%s)
+by_hand size 2 "OMPI_COMM_WORLD_RANK=\$r OMPI_COMM_WORLD_SIZE=2 LOOM_RANK_TABLE=$t4 LOOM_BOOTSTRAP_TIMEOUT=60" \
+    "$PERF/all_reduce_perf" -b 8 -e 8 -n 1 -w 0
+took=$(($(date +%s) - start))
+all_rc size 2 2 || fail "mpirun-style -np 2 with a 4-rank table: exits $(cat "$work"/size.rc.*), want 2 2"
+[ "$took" -lt 30 ] || fail "mpirun-style -np 2 with a 4-rank table: took $took s"
+grep -q "rank table $t4 has 4 ranks but OMPI_COMM_WORLD_SIZE=2 (mpirun (Open MPI)) says the job has 2" \
+    "$work/size.err.0" || fail "size mismatch: rank 0 said: $(cat "$work/size.err.0")"
+by_hand sizet 2 "RANK=\$r WORLD_SIZE=2 RANK_TABLE_FILE=$t4 LOOM_BOOTSTRAP_TIMEOUT=60" "$JOIN" initenv
+all_rc sizet 2 1 || fail "torchrun-style 2 ranks, 4-rank table: exits $(cat "$work"/sizet.rc.*)"
+for r in 0 1; do
+    grep -q "has 4 ranks but WORLD_SIZE=2 (torchrun-style variables) says the job has 2" \
+        "$work/sizet.err.$r" || fail "size mismatch, rank $r said: $(cat "$work/sizet.err.$r")"
+done
+[ "$failures" -eq "$f0" ] && pass "a launcher size that is not the table's is refused at once"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all launch tests passed"
