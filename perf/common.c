@@ -47,6 +47,7 @@ struct perf_opts {
     const char *url;        /* --url tcp://HOST:PORT                          */
     const char *algo;
     const char *transport;
+    const char *timeout;    /* -T SECONDS: LOOM_TIMEOUT and LOOM_BOOTSTRAP_TIMEOUT */
 };
 
 /* One rank's result for one row, exchanged with an allgather. */
@@ -112,7 +113,9 @@ static void perf_usage(FILE *out, const char *prog)
             "                          stdout instead of the table)\n"
             "  -J, --json FILE         also write one JSON object per row to FILE\n"
             "  -A, --algo SPEC         LOOM_ALGO: 'ring' or 'allreduce=rd,...'\n"
-            "  -T, --transport NAME    LOOM_TRANSPORT: tcp, ofi, verbs\n"
+            "  -T, --timeout SECONDS   bound bootstrap and each call (LOOM_TIMEOUT,\n"
+            "                          LOOM_BOOTSTRAP_TIMEOUT); 0: calls never time out\n"
+            "      --transport NAME    LOOM_TRANSPORT: tcp, ofi, verbs\n"
             "  -t, --nthreads 1        -g, --ngpus 1: nccl-tests' options; Loom runs\n"
             "                          one rank per process (start more with the\n"
             "                          launcher), so only 1 is accepted\n"
@@ -219,7 +222,8 @@ static int perf_parse_args(struct perf_state *st, int argc, char **argv)
         {"csv", required_argument, NULL, 'F'},
         {"json", required_argument, NULL, 'J'},
         {"algo", required_argument, NULL, 'A'},
-        {"transport", required_argument, NULL, 'T'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"transport", required_argument, NULL, 'X'}, /* long only: -T is the timeout */
         {"ranktable", required_argument, NULL, 'R'},
         {"url", required_argument, NULL, 'U'},
         {"nthreads", required_argument, NULL, 't'},
@@ -291,7 +295,16 @@ static int perf_parse_args(struct perf_state *st, int argc, char **argv)
         case 'F': o->csv_path = optarg; break;
         case 'J': o->json_path = optarg; break;
         case 'A': o->algo = optarg; break;
-        case 'T': o->transport = optarg; break;
+        case 'T': {
+            char *end;
+            double t = strtod(optarg, &end);
+            if (end == optarg || *end || !(t >= 0) || t > 1e9)
+                bad = "-T wants a timeout in seconds >= 0 (0: never)";
+            else
+                o->timeout = optarg;
+            break;
+        }
+        case 'X': o->transport = optarg; break;
         case 'R': o->ranktable = optarg; break;
         case 'U':
             if (strncmp(optarg, "tcp://", 6) != 0)
@@ -352,6 +365,9 @@ static int perf_init(struct perf_state *st)
     struct perf_opts *o = &st->o;
     if ((o->algo && setenv("LOOM_ALGO", o->algo, 1)) ||
         (o->transport && setenv("LOOM_TRANSPORT", o->transport, 1)) ||
+        (o->timeout && setenv("LOOM_TIMEOUT", o->timeout, 1)) ||
+        (o->timeout && strtod(o->timeout, NULL) > 0 &&
+         setenv("LOOM_BOOTSTRAP_TIMEOUT", o->timeout, 1)) ||
         (o->ranktable && setenv("LOOM_RANK_TABLE", o->ranktable, 1))) {
         fprintf(stderr, "%s: setenv: %s\n", st->prog, strerror(errno));
         return -1;

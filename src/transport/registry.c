@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "loom.h"
 #include "util.h"
@@ -33,7 +34,7 @@ const struct loom_transport *loom_transport_find(const char *name)
     if (!name)
         return NULL;
     for (size_t i = 0; i < LOOM_TRANSPORT_SLOTS; i++)
-        if (loom_transports[i] && strcmp(loom_transports[i]->name, name) == 0)
+        if (loom_transports[i] && strcasecmp(loom_transports[i]->name, name) == 0)
             return loom_transports[i];
     return NULL;
 }

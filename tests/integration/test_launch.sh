@@ -14,7 +14,8 @@
 #   5. a perf tool with no launcher at all: one rank
 #   6. a failure shows once on stderr: ranks in different collectives each
 #      print the mismatch once, and Loom logs it at INFO under COLL
-#   7. a launcher size that is not the rank table's: refused at once
+#   7. refused at once: a launcher size that is not the table's, an unknown
+#      LOOM_TRANSPORT, perf's -T that is not a timeout
 # Every process is bounded by timeout(1), which ends it by PID.
 set -u
 
@@ -220,7 +221,7 @@ grep -q ' LOOM INFO COLL collective calls differ' "$work/misl.err.0" ||
     fail "mismatch with LOOM_DEBUG=INFO: no 'LOOM INFO COLL' line: $(grep differ "$work/misl.err.0")"
 [ "$failures" -eq "$f0" ] && pass "a failure shows once, logged at INFO under COLL"
 
-# --- 7. a launcher's size that is not the table's: refused at once -----------
+# --- 7. what is known wrong is refused before any wait ------------------------
 # A launcher's size that is not the table's: every rank fails at once (long
 # before the 60 s bootstrap timeout), naming both numbers and their sources.
 f0=$failures
@@ -239,7 +240,24 @@ for r in 0 1; do
     grep -q "has 4 ranks but WORLD_SIZE=2 (torchrun-style variables) says the job has 2" \
         "$work/sizet.err.$r" || fail "size mismatch, rank $r said: $(cat "$work/sizet.err.$r")"
 done
-[ "$failures" -eq "$f0" ] && pass "a launcher size that is not the table's is refused at once"
+# A transport that is not built is an error naming those that are.
+port=$(free_port)
+by_hand rdma 2 "RANK=\$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port LOOM_TRANSPORT=rdma" \
+    "$JOIN" env
+all_rc rdma 2 1 || fail "LOOM_TRANSPORT=rdma: exits $(cat "$work"/rdma.rc.*), want 1 1"
+grep -q "LOOM_TRANSPORT=rdma: this Loom has no such transport (built: tcp" "$work/rdma.err.0" ||
+    fail "LOOM_TRANSPORT=rdma: rank 0 said: $(cat "$work/rdma.err.0")"
+# -T is nccl-tests' timeout in seconds; the transport is --transport.
+timeout -s KILL 30 "$PERF/all_reduce_perf" -b 8 -e 8 -n 1 -w 0 -T 5 --transport tcp \
+    >"$work/tt.out" 2>"$work/tt.err"
+rc=$?
+[ "$rc" -eq 0 ] && [ ! -s "$work/tt.err" ] && perf_ok "$work/tt.out" 1 ||
+    fail "perf -T 5 --transport tcp: exit $rc: $(cat "$work/tt.err")"
+timeout -s KILL 30 "$PERF/all_reduce_perf" -b 8 -e 8 -T tcp >"$work/tb.out" 2>"$work/tb.err"
+rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "-T wants a timeout in seconds" "$work/tb.err" ||
+    fail "perf -T tcp: exit $rc: $(cat "$work/tb.err")"
+[ "$failures" -eq "$f0" ] && pass "size mismatch, unknown transport and -T refused at once"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all launch tests passed"

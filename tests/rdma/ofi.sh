@@ -315,10 +315,10 @@ out["server_count"] = str(len(out["server_list"]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 EOF
     local name=perf
-    run_on 1 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=1 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf -T $RDMA_TRANSPORT -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
+    run_on 1 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=1 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf --transport $RDMA_TRANSPORT -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
         >"$work/$name.1.out" 2>"$work/$name.1.err" &
     local pp=$!
-    run_on 0 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=0 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf -T $RDMA_TRANSPORT -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
+    run_on 0 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=0 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf --transport $RDMA_TRANSPORT -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
         >"$work/$name.0.out" 2>"$work/$name.0.err"
     local prc=$?
     wait $pp

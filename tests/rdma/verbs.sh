@@ -224,10 +224,10 @@ out["server_count"] = str(len(out["server_list"]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 EOF
     local h0=0 h1=1 name=perf
-    run_on $h1 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=1 LOOM_CONF_FILE=/dev/null perf/all_reduce_perf -T verbs -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
+    run_on $h1 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=1 LOOM_CONF_FILE=/dev/null perf/all_reduce_perf --transport verbs -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
         >"$work/$name.1.out" 2>"$work/$name.1.err" &
     local pp=$!
-    run_on $h0 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=0 LOOM_CONF_FILE=/dev/null perf/all_reduce_perf -T verbs -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
+    run_on $h0 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=0 LOOM_CONF_FILE=/dev/null perf/all_reduce_perf --transport verbs -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
         >"$work/$name.0.out" 2>"$work/$name.0.err"
     local prc=$?
     wait $pp

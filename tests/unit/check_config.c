@@ -165,7 +165,7 @@ START_TEST(test_env_overrides)
     ck_assert_uint_eq(c->chunk_size, 65536);
     ck_assert_uint_eq(c->socket_sndbuf, 0);
     ck_assert_str_eq(c->algo, "allreduce=ring");
-    ck_assert_str_eq(c->transport, "ofi");
+    ck_assert_str_eq(c->transport, "OFI"); /* the registry matches it in any case */
     ck_assert_int_eq(c->spin_us, 0);
     ck_assert_str_eq(c->debug_file, "/tmp/x.%h.%p");
 }
@@ -236,10 +236,10 @@ START_TEST(test_malformed_env_keeps_default)
     ck_assert_msg(strstr(err, "LOOM_BOOTSTRAP_TIMEOUT=\"0\""), "%s", err);
     ck_assert_msg(strstr(err, "LOOM_DEBUG=\"LOUD\""), "%s", err);
     ck_assert_msg(strstr(err, "unknown subsystem 'FOO'"), "%s", err);
-    ck_assert_str_eq(c->transport, "tcp");
-    ck_assert_msg(strstr(err, "LOOM_TRANSPORT=\"carrier-pigeon\" (environment): not one of "
-                              "tcp|ofi|verbs"),
-                  "%s", err);
+    /* kept as given: joining a group then fails naming the transports built
+     * (test_launch.sh), instead of a warning and tcp */
+    ck_assert_str_eq(c->transport, "carrier-pigeon");
+    ck_assert_msg(!strstr(err, "LOOM_TRANSPORT"), "%s", err);
     ck_assert_msg(strstr(err, "LOOM WARN CONFIG"), "%s", err);
 }
 END_TEST
