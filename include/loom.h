@@ -301,9 +301,10 @@ LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device);
 /* Rendezvous through an id that a framework passes around itself (as
  * NCCL's ncclGetUniqueId + ncclCommInitRank; torch puts it in its store).
  * loom_get_unique_id, on one process (usually rank 0's), picks this host's
- * address (LOOM_SOCKET_IFNAME, else the one that reaches the default
- * route), opens the rendezvous listener there and writes its address and a
- * fresh random job nonce into *id; the listener is kept for rank 0 of that
+ * address (LOOM_SOCKET_IFNAME; else the one on the route to MASTER_ADDR when
+ * set; else the first interface up other than loopback), opens the
+ * rendezvous listener there and writes its address and a fresh random job
+ * nonce into *id; the listener is kept for rank 0 of that
  * id in this process. Every rank then calls loom_comm_init_rank with the
  * same id and nranks. The id holds no pointer: copy it byte for byte. */
 #define LOOM_UNIQUE_ID_BYTES 128
@@ -311,6 +312,11 @@ typedef struct loom_unique_id {
     char internal[LOOM_UNIQUE_ID_BYTES];
 } loom_unique_id_t;
 LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id);
+/* The same, with the address on the route to host: the framework's own
+ * rendezvous host, which every rank reaches (torch's init_method or store
+ * host; "127.0.0.1" keeps the job on loopback, as gloo does). host NULL:
+ * as loom_get_unique_id. LOOM_SOCKET_IFNAME still overrides. */
+LOOM_API loom_result_t loom_get_unique_id_toward(const char *host, loom_unique_id_t *id);
 LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
                                            const loom_unique_id_t *id, int rank);
 

@@ -277,12 +277,15 @@ class Handle:
 # ---- communicators -----------------------------------------------------------
 
 
-def get_unique_id():
+def get_unique_id(toward=None):
     """A fresh unique id (bytes): made on one process (rank 0's, whose host
     then listens for the others), passed to every rank by any means, used
-    with init(unique_id=...)."""
+    with init(unique_id=...). toward: a host every rank reaches (the
+    framework's rendezvous host); the id takes this host's address on the
+    route to it ("127.0.0.1": the job stays on loopback)."""
     uid = _lib.UniqueId()
-    _check(lib.loom_get_unique_id(ctypes.byref(uid)))
+    _check(lib.loom_get_unique_id_toward(toward.encode() if toward else None,
+                                         ctypes.byref(uid)))
     return ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES)  # NULs too
 
 

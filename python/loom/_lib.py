@@ -68,6 +68,7 @@ _PROTOS = {
     "loom_comm_init_url": (c_int, [c_char_p, c_int, c_int, ctypes.POINTER(c_void_p)]),
     "loom_comm_init_env": (c_int, [ctypes.POINTER(c_void_p)]),
     "loom_get_unique_id": (c_int, [ctypes.POINTER(UniqueId)]),
+    "loom_get_unique_id_toward": (c_int, [c_char_p, ctypes.POINTER(UniqueId)]),
     "loom_comm_init_rank": (c_int, [ctypes.POINTER(c_void_p), c_int,
                                     ctypes.POINTER(UniqueId), c_int]),
     "loom_comm_destroy": (c_int, [c_void_p]),

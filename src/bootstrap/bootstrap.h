@@ -62,8 +62,8 @@ loom_result_t loom_bootstrap(const struct loom_boot_params *p, struct loom_oob *
 /* Unique ids (uniqueid.c; loom_get_unique_id's format). create opens and
  * holds the rendezvous listener; parse reads an id back; take_listener
  * hands rank 0 the listener held for port in this process (-1: none). */
-loom_result_t loom_boot_uid_create(uint8_t id[LOOM_UNIQUE_ID_BYTES], char *err,
-                                   size_t errlen);
+loom_result_t loom_boot_uid_create(uint8_t id[LOOM_UNIQUE_ID_BYTES], const char *toward,
+                                   char *err, size_t errlen);
 loom_result_t loom_boot_uid_parse(const uint8_t id[LOOM_UNIQUE_ID_BYTES], char *host,
                                   size_t hostlen, int *port, uint64_t *nonce,
                                   char *err, size_t errlen);

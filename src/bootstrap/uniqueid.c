@@ -33,13 +33,26 @@ static struct {
 } held[UID_HELD_MAX];
 static int nheld;
 
-/* The address ranks will reach this host at: LOOM_SOCKET_IFNAME when set,
- * else the first interface that is up other than loopback, else 127.0.0.1. */
-static loom_result_t uid_address(char *out, size_t outlen, char *err, size_t errlen)
+/* The address ranks will reach this host at: LOOM_SOCKET_IFNAME when set;
+ * else this host's address on the route to toward (the framework's own
+ * rendezvous host, which every rank reaches: 127.0.0.1 keeps a job on
+ * loopback); else the first interface that is up other than loopback,
+ * else 127.0.0.1. */
+static loom_result_t uid_address(const char *toward, char *out, size_t outlen, char *err,
+                                 size_t errlen)
 {
     const char *spec = loom_config()->socket_ifname;
     if (*spec)
         return loom_net_local_addr(NULL, 0, spec, out, outlen, err, errlen);
+    if (toward && *toward) {
+        char e[256];
+        if (loom_net_local_addr(toward, 0, NULL, out, outlen, e, sizeof e) < 0) {
+            snprintf(err, errlen, "no address of this host reaches the rendezvous "
+                     "host %s: %s (LOOM_SOCKET_IFNAME names an interface)", toward, e);
+            return LOOM_ERROR_SYSTEM;
+        }
+        return LOOM_SUCCESS;
+    }
     if (loom_net_local_addr(NULL, 0, "^lo,docker,virbr", out, outlen, err, errlen) ==
         LOOM_SUCCESS)
         return LOOM_SUCCESS;
@@ -48,11 +61,11 @@ static loom_result_t uid_address(char *out, size_t outlen, char *err, size_t err
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_boot_uid_create(uint8_t id[LOOM_UNIQUE_ID_BYTES], char *err,
-                                   size_t errlen)
+loom_result_t loom_boot_uid_create(uint8_t id[LOOM_UNIQUE_ID_BYTES], const char *toward,
+                                   char *err, size_t errlen)
 {
     char addr[64];
-    LOOM_CHECK(uid_address(addr, sizeof addr, err, errlen));
+    LOOM_CHECK(uid_address(toward, addr, sizeof addr, err, errlen));
     struct sockaddr_storage ss;
     socklen_t sl;
     if (loom_net_parse(addr, 0, &ss, &sl) < 0) {

@@ -521,7 +521,8 @@ static loom_result_t comm_init_root(const char *what, const char *host, int port
     comm->table_hash = hash;
     loom_result_t res = LOOM_SUCCESS;
     for (int r = 0; r < nranks && res == LOOM_SUCCESS; r++)
-        if (set_desc(comm, r, r == 0 ? "rank %d (root %s:%d)" : "rank %d", r, host, port) < 0)
+        if (set_desc(comm, r, r == 0 ? "rank %d (rendezvous address %s:%d)" : "rank %d", r,
+                     host, port) < 0)
             res = LOOM_ERROR_NO_MEMORY;
     if (res == LOOM_SUCCESS) {
         char err[512] = "";
@@ -634,12 +635,19 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
 
 LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id)
 {
+    const char *m = getenv("MASTER_ADDR");
+    return loom_get_unique_id_toward(m && *m ? m : NULL, id);
+}
+
+LOOM_API loom_result_t loom_get_unique_id_toward(const char *host, loom_unique_id_t *id)
+{
     if (!id) {
         loom_set_thread_error("loom_get_unique_id: id must not be NULL");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     char err[512] = "";
-    loom_result_t res = loom_boot_uid_create((uint8_t *)id->internal, err, sizeof err);
+    loom_result_t res = loom_boot_uid_create((uint8_t *)id->internal, host, err,
+                                             sizeof err);
     if (res < 0)
         loom_set_thread_error("loom_get_unique_id: %s", err);
     return res;
@@ -667,7 +675,7 @@ LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *out, int nranks,
                               rank, nranks - 1, nranks);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    snprintf(what, sizeof what, "unique id (root %s:%d)", host, port);
+    snprintf(what, sizeof what, "unique id (rank 0's rendezvous address %s:%d)", host, port);
     /* the nonce stands in for a table hash: ranks of another id are refused */
     int lfd = rank == 0 ? loom_boot_uid_take_listener(port) : -1;
     return comm_init_root(what, host, port, nranks, rank, nonce, lfd, out);

@@ -375,6 +375,28 @@ START_TEST(table_size_checked)
 }
 END_TEST
 
+/* A unique id made toward a rendezvous host carries this host's address on
+ * the route to it: toward 127.0.0.1 (directly or through MASTER_ADDR) the
+ * job stays on loopback. Wire address at byte 16: family 4, port, IPv4. */
+static void uid_is_loopback(const loom_unique_id_t *id)
+{
+    const unsigned char *w = (const unsigned char *)id->internal + 16;
+    ck_assert_int_eq(w[0], 4);
+    ck_assert_msg(w[4] == 127, "the id's address is %u.%u.%u.%u", w[4], w[5], w[6], w[7]);
+}
+
+START_TEST(unique_id_toward_rendezvous)
+{
+    loom_unique_id_t id;
+    ck_assert_int_eq(loom_get_unique_id_toward("127.0.0.1", &id), LOOM_SUCCESS);
+    uid_is_loopback(&id);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ck_assert_int_eq(loom_get_unique_id(&id), LOOM_SUCCESS);
+    unsetenv("MASTER_ADDR");
+    uid_is_loopback(&id);
+}
+END_TEST
+
 /* A missing rank is named by rank 0 when the bootstrap timeout expires. */
 static int rank_missing(int rank, int n, void *arg)
 {
@@ -881,6 +903,7 @@ int main(void)
     tcase_add_test(tc, url_rank_from_launcher);
     tcase_add_test(tc, url_launcher_errors);
     tcase_add_test(tc, unique_id);
+    tcase_add_test(tc, unique_id_toward_rendezvous);
     tcase_add_test(tc, table_size_checked);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
