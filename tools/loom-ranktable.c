@@ -300,12 +300,38 @@ static int cmd_check(int argc, char **argv)
         return EXIT_INVALID;
     }
     int valid = res == LOOM_SUCCESS;
+    if (res == LOOM_ERROR_IO) {
+        /* not a verdict on a table: there is none to judge */
+        size_t n = 0;
+        const char *msg = "cannot read it";
+        loom_diag_severity_t sev;
+        const char *path;
+        if (loom_diag_count(diag, &n) == LOOM_SUCCESS && n > 0)
+            loom_diag_get(diag, n - 1, &sev, &path, &msg);
+        cJSON *o = json ? cJSON_CreateObject() : NULL;
+        char *text = NULL;
+        if (o && cJSON_AddStringToObject(o, "file", file) &&
+            cJSON_AddFalseToObject(o, "readable") && cJSON_AddFalseToObject(o, "valid") &&
+            cJSON_AddStringToObject(o, "error", msg))
+            text = cJSON_Print(o);
+        if (text)
+            printf("%s\n", text);
+        else
+            fprintf(stderr, "loom-ranktable: cannot read the rank table: %s\n", msg);
+        cJSON_free(text);
+        cJSON_Delete(o);
+        loom_diag_free(diag);
+        loom_ranktable_free(t);
+        return EXIT_INVALID;
+    }
     if (valid && rank >= t->nranks) {
-        loom_rt_error(diag, "", "rank %d does not exist: the table has %d "
-                                "rank%s (0..%d)",
-                      rank, t->nranks, t->nranks == 1 ? "" : "s",
-                      t->nranks - 1);
-        valid = 0;
+        /* a question about the table, not a fault in it */
+        fprintf(stderr, "loom-ranktable: check --rank %d: out of range: %s is a valid "
+                "rank table of %d rank%s (0..%d)\n", rank, file, t->nranks,
+                t->nranks == 1 ? "" : "s", t->nranks - 1);
+        loom_diag_free(diag);
+        loom_ranktable_free(t);
+        return EXIT_USAGE;
     }
     int status = json ? check_json(file, t, diag, valid, rank, local)
                       : check_text(file, t, diag, valid, rank, local);

@@ -70,6 +70,10 @@ static void look(const struct loom_ranktable *t, int mode, int rank,
         return;
     lr->res = loom_rt_endpoint_local(t, rank, mode, &lr->ep, lr->err,
                                      sizeof lr->err);
+    /* a port free now is still taken by the other rank once both start */
+    if (lr->res == LOOM_SUCCESS &&
+        loom_rt_endpoint_clash(t, rank, mode, &lr->ep, lr->err, sizeof lr->err) >= 0)
+        lr->res = LOOM_ERROR_INVALID_RANKTABLE;
     if (lr->res == LOOM_SUCCESS)
         lr->port_errno = port_free(lr->ep.address, lr->ep.port);
 }

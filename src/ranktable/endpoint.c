@@ -260,6 +260,45 @@ loom_result_t loom_rt_endpoint_local(const struct loom_ranktable *t, int rank,
     return LOOM_ERROR_SYSTEM;
 }
 
+/* "server_list[0].device[1].device_port": the field rank's endpoint ep
+ * takes its port from (device_id when LOOM_PORT_BASE derives it). */
+static void port_path(const struct loom_ranktable *t, int rank,
+                      const struct loom_rt_endpoint *ep, char *out)
+{
+    const struct loom_rt_device *dev = t->by_rank[rank];
+    size_t s = (size_t)t->server_of_rank[rank];
+    loom_rt_device_path(t, s, (size_t)(dev - t->servers[s].devices), out);
+    int host = strcmp(ep->field, "device_ip") != 0;
+    const char *field = host && dev->host_port > 0 ? ".host_port"
+                        : dev->device_port > 0     ? ".device_port"
+                                                   : ".device_id";
+    strncat(out, field, LOOM_RT_MAX_PATH - strlen(out) - 1);
+}
+
+int loom_rt_endpoint_clash(const struct loom_ranktable *t, int rank,
+                           enum loom_rt_addr_mode mode,
+                           const struct loom_rt_endpoint *ep, char *msg, size_t len)
+{
+    for (int r = 0; r < t->nranks; r++) {
+        if (r == rank || t->server_of_rank[r] != t->server_of_rank[rank])
+            continue;
+        struct loom_rt_endpoint o;
+        char e[256];
+        if (loom_rt_endpoint_local(t, r, mode, &o, e, sizeof e) != LOOM_SUCCESS ||
+            o.port != ep->port || strcmp(o.address, ep->address) != 0)
+            continue;
+        char mine[LOOM_RT_MAX_PATH], theirs[LOOM_RT_MAX_PATH];
+        port_path(t, rank, ep, mine);
+        port_path(t, r, &o, theirs);
+        snprintf(msg, len, "ranks %d and %d would both listen on %s:%d (%s %s, "
+                           "ports from %s and %s): give each device its own port "
+                           "(1.2: host_port)",
+                 rank, r, ep->address, ep->port, ep->field, ep->address, mine, theirs);
+        return r;
+    }
+    return -1;
+}
+
 loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
                                      char *local, size_t locallen,
                                      int *local_port, char *root,
@@ -292,6 +331,9 @@ loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
     loom_result_t res = loom_rt_endpoint_agreed(t, 0, mode, &r0, err, sizeof err);
     if (res == LOOM_SUCCESS)
         res = loom_rt_endpoint_local(t, rank, mode, &me, err, sizeof err);
+    if (res == LOOM_SUCCESS && loom_rt_endpoint_clash(t, rank, mode, &me, err,
+                                                      sizeof err) >= 0)
+        res = LOOM_ERROR_INVALID_RANKTABLE;
     if (res < 0) {
         loom_set_thread_error("rank table %s: %s", t->name, err);
         return res;

@@ -87,7 +87,20 @@ void loom_rt_walk_object(struct loom_rt_walk *w, const cJSON *obj,
             if (strcmp(fields[f].name, key) == 0)
                 break;
         if (f == nfields) {
-            loom_rt_warning(w->d, sub, "unknown field (ignored)");
+            /* a near miss of a field this object takes: say which */
+            size_t best = 3, near = nfields;
+            for (size_t k = 0; k < nfields; k++) {
+                size_t e = loom_rt_edit_distance(key, fields[k].name);
+                if (e < best && e < strlen(fields[k].name) / 2) {
+                    best = e;
+                    near = k;
+                }
+            }
+            if (near < nfields)
+                loom_rt_warning(w->d, sub, "unknown field (ignored): did you mean "
+                                           "\"%s\"?", fields[near].name);
+            else
+                loom_rt_warning(w->d, sub, "unknown field (ignored)");
             continue;
         }
         if (seen[f]++) {
@@ -401,7 +414,8 @@ struct loom_ranktable *loom_rt_parse_text(const char *text, size_t len,
                                  "(line %zu, column %zu)", line, col);
         else
             loom_rt_error(d, "", "not valid JSON: syntax error at line %zu, "
-                                 "column %zu", line, col);
+                                 "column %zu%s", line, col,
+                          loom_rt_json_hint(text, len, off));
         return NULL;
     }
     if (end && !only_space(end, text + len)) {

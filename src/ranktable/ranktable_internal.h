@@ -216,6 +216,12 @@ loom_result_t loom_rt_endpoint_local(const struct loom_ranktable *t, int rank,
                                      enum loom_rt_addr_mode mode,
                                      struct loom_rt_endpoint *ep, char *err,
                                      size_t errlen);
+/* Another rank of rank's server (so of this host) that would listen on
+ * ep's address and port here: that rank, with a message naming both ranks
+ * and the JSON paths of both ports in msg; -1 when none. */
+int loom_rt_endpoint_clash(const struct loom_ranktable *t, int rank,
+                           enum loom_rt_addr_mode mode,
+                           const struct loom_rt_endpoint *ep, char *msg, size_t len);
 
 /* For loom_comm_init_ranktable: under LOOM_ADDRESS, the address and port
  * rank listens on here (loom_rt_endpoint_local) and the rendezvous every

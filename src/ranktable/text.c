@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ranktable/ranktable_internal.h"
 #include "ranktable/text.h"
@@ -109,4 +110,46 @@ int loom_rt_check_depth(const char *text, size_t len, struct loom_diag *d)
         }
     }
     return 0;
+}
+
+const char *loom_rt_json_hint(const char *text, size_t len, size_t offset)
+{
+    if (offset >= len || (text[offset] != '}' && text[offset] != ']'))
+        return "";
+    size_t i = offset;
+    while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n' ||
+                     text[i - 1] == '\r'))
+        i--;
+    if (i > 0 && text[i - 1] == ',')
+        return text[offset] == '}' ? " (a comma before '}': JSON allows none after "
+                                     "the last field)"
+                                   : " (a comma before ']': JSON allows none after "
+                                     "the last item)";
+    return "";
+}
+
+size_t loom_rt_edit_distance(const char *a, const char *b)
+{
+    /* Levenshtein distance over one row; names longer than 63 bytes are
+     * never near misses of a field name. */
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la > 63 || lb > 63)
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
 }

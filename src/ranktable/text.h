@@ -14,4 +14,11 @@ int loom_rt_check_utf8(const char *text, size_t len, struct loom_diag *d);
 /* 0 when no bracket nests deeper than LOOM_RT_MAX_DEPTH; else -1. */
 int loom_rt_check_depth(const char *text, size_t len, struct loom_diag *d);
 
+/* " (a comma before '}': ...)" when the JSON syntax error at offset follows
+ * a trailing comma; else "". */
+const char *loom_rt_json_hint(const char *text, size_t len, size_t offset);
+/* Edits (insert, delete, replace) that turn a into b; (size_t)-1 for names
+ * of 64 bytes or more. For "did you mean" hints on unknown fields. */
+size_t loom_rt_edit_distance(const char *a, const char *b);
+
 #endif

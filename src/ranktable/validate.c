@@ -437,6 +437,7 @@ static void resolve_addresses(struct rt_check *c)
                                ? srv->host_ip
                            : loom_rt_is_ip(srv->server_id) ? srv->server_id
                                                            : NULL;
+        int loopback = 0;
         for (size_t i = 0; i < srv->ndevices; i++) {
             struct loom_rt_device *dev = &srv->devices[i];
             dev->device_address = dev->nips > 0 ? dev->ips[0] : NULL;
@@ -446,10 +447,55 @@ static void resolve_addresses(struct rt_check *c)
             if (dev->address || t->nservers > 1 || !srv->server_id ||
                 (dev->device_ip && dev->device_ip[0]))
                 continue;
-            loom_rt_device_path(t, s, i, path);
-            loom_rt_error(c->d, path, "no endpoint address: give device_ip, "
-                                      "host_ip, or a server_id that is an IP "
-                                      "address");
+            /* One server and no address (HCCL's own single-server examples
+             * leave every device_ip ""): nobody from another host joins, so
+             * its ranks meet on this host's loopback, as HCCL accepts it. */
+            dev->host_address = dev->address = "127.0.0.1";
+            if (loopback++)
+                continue;
+            loom_rt_server_path(t, s, path);
+            loom_rt_warning(c->d, path, "no device gives an address and the "
+                                        "server_id is not an IP address: the "
+                                        "table's ranks all run on this host, "
+                                        "over loopback and shared memory");
+        }
+    }
+}
+
+/* Ranks whose host address is shared and whose only port is one
+ * device_port: fine while each uses its own device_ip, but a host that
+ * cannot (on Ascend device_ip is the NPU's own port) puts both on one
+ * address and port. Whether this host can is known only at run time
+ * (loom_rt_endpoint_clash), so here it is a warning naming both. */
+static void check_fallback_ports(struct rt_check *c)
+{
+    struct loom_ranktable *t = c->t;
+    char path[LOOM_RT_MAX_PATH], other[LOOM_RT_MAX_PATH];
+    if (t->host_nic)
+        return; /* check_shared_address covers these */
+    for (size_t s = 0; s < t->nservers; s++) {
+        const struct loom_rt_server *srv = &t->servers[s];
+        for (size_t i = 0; i < srv->ndevices; i++) {
+            const struct loom_rt_device *dev = &srv->devices[i];
+            if (dev->host_port > 0 || dev->device_port <= 0 || !dev->host_address ||
+                !dev->device_address)
+                continue;
+            for (size_t j = 0; j < i; j++) {
+                const struct loom_rt_device *o = &srv->devices[j];
+                if (o->host_port > 0 || o->device_port != dev->device_port ||
+                    !o->host_address || strcmp(o->host_address, dev->host_address))
+                    continue;
+                loom_rt_device_path(t, s, i, path);
+                loom_rt_device_path(t, s, j, other);
+                strncat(path, ".device_port", sizeof path - strlen(path) - 1);
+                loom_rt_warning(c->d, path, "port %d is also %s.device_port: on a "
+                                            "host that cannot use their device_ip "
+                                            "both ranks would listen on %s:%d; "
+                                            "give each device a host_port",
+                                dev->device_port, other, dev->host_address,
+                                dev->device_port);
+                break;
+            }
         }
     }
 }
@@ -525,6 +571,7 @@ loom_result_t loom_rt_validate(struct loom_ranktable *t, struct loom_diag *d)
         check_nic_form(&c);
         check_shared_address(&c);
         resolve_addresses(&c);
+        check_fallback_ports(&c);
         loom_rt_check_ranks(t, d, c.ndevices, &c.nomem);
     }
     if (!c.nomem)

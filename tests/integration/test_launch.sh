@@ -16,6 +16,8 @@
 #      print the mismatch once, and Loom logs it at INFO under COLL
 #   7. refused at once: a launcher size that is not the table's, an unknown
 #      LOOM_TRANSPORT, perf's -T that is not a timeout
+#   8. one-host rank tables: HCCL's no-address example runs 8 ranks here; two
+#      ranks on one address and port are refused naming both JSON paths
 # Every process is bounded by timeout(1), which ends it by PID.
 set -u
 
@@ -258,6 +260,25 @@ rc=$?
 [ "$rc" -ne 0 ] && grep -q -- "-T wants a timeout in seconds" "$work/tb.err" ||
     fail "perf -T tcp: exit $rc: $(cat "$work/tb.err")"
 [ "$failures" -eq "$f0" ] && pass "size mismatch, unknown transport and -T refused at once"
+
+# --- 8. rank tables of one host -------------------------------------------------
+# HCCL's TensorFlow example shape (one server "0", every device_ip ""): one
+# rank per device runs on this host; a table whose two ranks would share
+# one address and port is refused naming both JSON paths.
+f0=$failures
+data="$srcdir/tests/data/ranktables"
+timeout -s KILL 90 "$RUN" -n 8 --timeout 80 --rank-table "$data/valid-one-server-no-address.json" \
+    -- "$JOIN" initenv >"$work/tf.out" 2>"$work/tf.err"
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(grep -c ' ok$' "$work/tf.out")" -eq 8 ] ||
+    fail "one-server table without addresses, 8 ranks: exit $rc: $(tail -5 "$work/tf.err")"
+timeout -s KILL 60 "$RUN" -n 2 --timeout 50 --rank-table "$data/warn-shared-device-port.json" \
+    -- "$JOIN" initenv >"$work/sp.out" 2>"$work/sp.err"
+rc=$?
+[ "$rc" -ne 0 ] && grep -q 'would both listen on 127.0.0.1:16666 .*server_list\[0\].device\[0\].device_port and server_list\[0\].device\[1\].device_port' "$work/sp.err" ||
+    fail "shared address and port: exit $rc: $(cat "$work/sp.err")"
+grep -q 'another job' "$work/sp.err" && fail "shared address and port blamed another job: $(cat "$work/sp.err")"
+[ "$failures" -eq "$f0" ] && pass "one-host tables: no address runs here, a shared port is refused"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all launch tests passed"

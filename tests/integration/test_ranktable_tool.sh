@@ -66,23 +66,49 @@ has '"valid":	true'
 has '"version":	"1.2"'
 has '"errors":	[]'
 expect 1 "$tool" check --json /nonexistent/rt.json
+has '"readable":	false'
 has '"valid":	false'
 has 'cannot open'
 
 # --rank.
 expect 0 "$tool" check "$src/etc/ranktables/two-server.json" --rank 2
 has "rank 2: server 127.0.0.3 device 0 -> 127.0.3.1:29600"
-expect 1 "$tool" check "$src/etc/ranktables/two-server.json" --rank 4
-has "error: rank 4 does not exist: the table has 4 ranks (0..3)"
+# a rank out of range is a question about a valid table, not a fault in it
+expect 2 "$tool" check "$src/etc/ranktables/two-server.json" --rank 4
+has "check --rank 4: out of range: $src/etc/ranktables/two-server.json is a valid rank table of 4 ranks (0..3)" "$tmp/err"
+grep -q INVALID "$tmp/out" "$tmp/err" && fail "--rank 4 said INVALID"
 expect 0 "$tool" check "$src/etc/ranktables/single-1.json" --rank 0 --json
 has '"address":	"127.0.0.1"'
 has '"port":	29600'
 
 # Files that are not tables.
+# unreadable, not INVALID: there is no table to judge
 expect 1 "$tool" check /nonexistent/rt.json
-has 'cannot open "/nonexistent/rt.json": No such file or directory'
+has 'cannot read the rank table: cannot open "/nonexistent/rt.json": No such file or directory' "$tmp/err"
+grep -q INVALID "$tmp/out" "$tmp/err" && fail "a missing file said INVALID"
 expect 1 "$tool" check "$tmp"
-has "is a directory"
+has "is a directory" "$tmp/err"
+
+# Hints: a trailing comma, a misspelt field.
+expect 1 "$tool" check "$data/file-trailing-comma.json"
+has "error: not valid JSON: syntax error at line 9, column 13 (a comma before ']': JSON allows none after the last item)"
+expect 1 "$tool" check "$data/near-miss-field.json"
+has 'warning: server_list[0].device[0].devcie_ip: unknown field (ignored): did you mean "device_ip"?'
+
+# Two ranks on one address and port: check names both JSON paths (a
+# warning: a host that owns the device_ip has no clash); --local, on a host
+# that does not own them, refuses it.
+expect 0 "$tool" check "$data/warn-shared-device-port.json"
+has 'warning: server_list[0].device[1].device_port: port 16666 is also server_list[0].device[0].device_port'
+expect 1 "$tool" check "$data/warn-shared-device-port.json" --local
+has 'ranks 0 and 1 would both listen on 127.0.0.1:16666 (host_ip 127.0.0.1, ports from server_list[0].device[0].device_port and server_list[0].device[1].device_port)'
+grep -q 'port 16666 is free' "$tmp/out" && fail "--local: a shared port called free"
+
+# One server, no address anywhere (HCCL's TensorFlow example): valid, with
+# a warning; its ranks run on this host.
+expect 0 "$tool" check "$data/valid-one-server-no-address.json"
+has 'the table'"'"'s ranks all run on this host'
+has "rank 7: server 0 device 7 -> 127.0.0.1:"
 
 # Bad command lines.
 expect 2 "$tool"

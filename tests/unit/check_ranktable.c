@@ -20,7 +20,7 @@
 
 #define E LOOM_DIAG_ERROR
 #define W LOOM_DIAG_WARNING
-#define MAX_EXPECT 8
+#define MAX_EXPECT 12
 
 struct expect {
     loom_diag_severity_t sev;
@@ -82,6 +82,9 @@ static const struct corpus_case corpus[] = {
     {"file-top-array.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "", "expected a JSON object at the top level, found an array"},
     }},
+    {"file-trailing-comma.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {E, "", "not valid JSON: syntax error at line 9, column 13 (a comma before ']': JSON allows none after the last item)"},
+    }},
     {"file-trailing-garbage.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "", "not valid JSON: unexpected text after the end at line 1, column 18"},
     }},
@@ -99,7 +102,7 @@ static const struct corpus_case corpus[] = {
     }},
     {"group-list-device-fields.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "group_list[0].instance_list[0].devices[0].device_ip", "required field is missing"},
-        {W, "group_list[0].instance_list[1].devices[0].devce_id", "unknown field (ignored)"},
+        {W, "group_list[0].instance_list[1].devices[0].devce_id", "unknown field (ignored): did you mean \"device_id\"?"},
         {E, "group_list[0].instance_list[1].devices[0].device_id", "required field is missing"},
     }},
     {"host-nic-duplicates.json", LOOM_ERROR_INVALID_RANKTABLE, {
@@ -141,8 +144,8 @@ static const struct corpus_case corpus[] = {
     {"missing-version.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "version", "required field is missing"},
     }},
-    {"no-endpoint-address.json", LOOM_ERROR_INVALID_RANKTABLE, {
-        {E, "server_list[0].device[0]", "no endpoint address: give device_ip, host_ip, or a server_id that is an IP address"},
+    {"warn-no-endpoint-address.json", LOOM_SUCCESS, {
+        {W, "server_list[0]", "no device gives an address and the server_id is not an IP address: the table's ranks all run on this host, over loopback and shared memory"},
     }},
     {"rank-id-duplicate.json", LOOM_ERROR_INVALID_RANKTABLE, {
         {E, "server_list[1].device[1].rank_id", "\"1\" is used twice (also server_list[0].device[1])"},
@@ -237,6 +240,17 @@ static const struct corpus_case corpus[] = {
     }},
     {"valid-host-nic.json", LOOM_SUCCESS, {
     }},
+    {"valid-one-server-no-address.json", LOOM_SUCCESS, {
+        {W, "server_list[0].device[0].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[1].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[2].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[3].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[4].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[5].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[6].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0].device[7].device_ip", "is empty: treated as absent"},
+        {W, "server_list[0]", "no device gives an address and the server_id is not an IP address: the table's ranks all run on this host, over loopback and shared memory"},
+    }},
     {"valid-seed-1p.json", LOOM_SUCCESS, {
     }},
     {"valid-device-port.json", LOOM_SUCCESS, {
@@ -262,9 +276,16 @@ static const struct corpus_case corpus[] = {
         {W, "server_list[0].device[2].device_ip", "is empty: treated as absent"},
         {W, "server_list[0].device[3].device_ip", "is empty: treated as absent"},
     }},
+    {"near-miss-field.json", LOOM_ERROR_INVALID_RANKTABLE, {
+        {W, "server_list[0].device[0].devcie_ip", "unknown field (ignored): did you mean \"device_ip\"?"},
+        {E, "server_list[0].device[0].device_ip", "required field is missing: the table has 2 servers, so every device needs a device_ip (or, to run on the hosts' NICs, give every server a host_ip and no device a device_ip)"},
+    }},
     {"warn-server-id-spaces.json", LOOM_SUCCESS, {
         {W, "server_list[0].server_id", "\" 10.0.0.1\" has leading or trailing spaces: server ids are compared byte for byte, and with spaces it is not an address"},
         {W, "server_list[1].server_id", "\"10.0.0.2 \" has leading or trailing spaces: server ids are compared byte for byte, and with spaces it is not an address"},
+    }},
+    {"warn-shared-device-port.json", LOOM_SUCCESS, {
+        {W, "server_list[0].device[1].device_port", "port 16666 is also server_list[0].device[0].device_port: on a host that cannot use their device_ip both ranks would listen on 127.0.0.1:16666; give each device a host_port"},
     }},
     {"warn-unknown-fields.json", LOOM_SUCCESS, {
         {W, "comment", "unknown field (ignored)"},
