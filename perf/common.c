@@ -669,7 +669,7 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
             else
                 fprintf(st->csv, "N/A");
         }
-        fprintf(st->csv, "\n");
+        fprintf(st->csv, ",%s,%d\n", st->coll->name, st->nranks);
         fflush(st->csv);
     }
     if (st->json) {
@@ -714,7 +714,8 @@ static int perf_open_outputs(struct perf_state *st)
             return -1;
         }
         fprintf(st->csv, "size,count,type,redop,root,oop_time_us,oop_algbw,"
-                         "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong\n");
+                         "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,"
+                         "collective,nranks\n");
     }
     if (st->o.json_path && !(st->json = fopen(st->o.json_path, "w"))) {
         fprintf(stderr, "%s: cannot write %s: %s\n", st->prog, st->o.json_path,

@@ -131,10 +131,10 @@ rows=$(grep -vc '^#' "$out")
 grep -q 'blocking: 1  time: max' "$out" || fail "-z 1 -a 3 not in the header"
 [ "$(grep -vc '^#' "$out")" -eq "$(grep -c ' 0  *[0-9.]*  *[0-9.]*  *[0-9.]*  *0$' "$out")" ] \
     || fail "all types/ops: some #wrong is not 0"
-head -n 1 "$work/all.csv" | grep -qx 'size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong' \
+head -n 1 "$work/all.csv" | grep -qx 'size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,collective,nranks' \
     || fail "CSV header"
 [ "$(wc -l <"$work/all.csv")" -eq 101 ] || fail "CSV: want 101 lines"
-sed -n 2p "$work/all.csv" | grep -qx '64,64,int8,sum,-1,[0-9.]*,[0-9.]*,[0-9.]*,0,[0-9.]*,[0-9.]*,[0-9.]*,0' \
+sed -n 2p "$work/all.csv" | grep -qx '64,64,int8,sum,-1,[0-9.]*,[0-9.]*,[0-9.]*,0,[0-9.]*,[0-9.]*,[0-9.]*,0,all_reduce,3' \
     || fail "CSV first row: $(sed -n 2p "$work/all.csv")"
 [ "$(wc -l <"$work/all.json")" -eq 100 ] || fail "JSON: want 100 lines"
 head -n 1 "$work/all.json" | grep -q '^{"collective":"all_reduce","nranks":3,"algorithm":"[a-z]*","size":64,"count":64,"type":"int8","redop":"sum","root":-1,"oop_time_us":[0-9.]*,"oop_algbw":[0-9.]*,"oop_busbw":[0-9.]*,"oop_wrong":0,"ip_time_us":[0-9.]*,"ip_algbw":[0-9.]*,"ip_busbw":[0-9.]*,"ip_wrong":0,"library":"Loom [0-9.]*","transport":"tcp"}$' \
@@ -149,7 +149,7 @@ fi
 perf 2 "$work/csv" broadcast_perf -b 1K -e 1K -n 1 -w 0 -c 0 -r 1 -F -
 f0=$failures
 [ "$rc" -eq 0 ] || fail "-F -: exit $rc"
-grep -q '^1024,256,float,none,1,[0-9.]*,[0-9.]*,[0-9.]*,N/A,[0-9.]*,[0-9.]*,[0-9.]*,N/A$' "$work/csv" \
+grep -q '^1024,256,float,none,1,[0-9.]*,[0-9.]*,[0-9.]*,N/A,[0-9.]*,[0-9.]*,[0-9.]*,N/A,[a-z_]*,[0-9]*$' "$work/csv" \
     || fail "-F - -c 0 -r 1: $(cat "$work/csv")"
 grep -q '^ *1024 ' "$work/csv" && fail "-F -: the table was printed too"
 [ "$failures" -eq "$f0" ] && pass "CSV on stdout, -c 0, -r 1"
@@ -207,7 +207,7 @@ if command -v gnuplot >/dev/null 2>&1; then
     rc=$?
     [ "$rc" -eq 0 ] || fail "plot: exit $rc: $(cat "$work/plot.out")"
     grep -q '<svg' "$work/p.svg" 2>/dev/null || fail "plot: no SVG written"
-    for label in "csv run" "json run: Loom [0-9.]* tcp, 3 ranks" "rt: Loom [0-9.]* tcp, 2 ranks" \
+    for label in "csv run: 3 ranks" "json run: Loom [0-9.]* tcp, 3 ranks" "rt: Loom [0-9.]* tcp, 2 ranks" \
                  "64 B" "256 B" "test plot: bus bandwidth (oop)" "test plot: time per call (oop)" \
                  "[0-9.]* [um]*s"; do
         grep -q ">$label<" "$work/p.svg" 2>/dev/null || fail "plot: no '$label' in the SVG"
@@ -217,6 +217,26 @@ if command -v gnuplot >/dev/null 2>&1; then
         fail "plot -v time: want one panel with '64 KiB'"
     sh "$PLOT" -o "$work/p.png" "$work/all.csv" >/dev/null 2>&1
     [ "$(head -c 4 "$work/p.png" 2>/dev/null | tail -c 3)" = PNG ] || fail "plot: no PNG written"
+    # A slow machine's CSV: every busbw rounds to 0.0000. The plot computes
+    # busbw from size, time and all_reduce's factor 2(n-1)/n: 1 MiB in
+    # 1000 us on 4 ranks is 1.5729 GB/s, drawn on the busbw panel.
+    {
+        echo 'size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,collective,nranks'
+        echo '8,2,float,sum,-1,900.000,0.0000,0.0000,0,900.000,0.0000,0.0000,0,all_reduce,4'
+        echo '1024,256,float,sum,-1,950.000,0.0000,0.0000,0,950.000,0.0000,0.0000,0,all_reduce,4'
+        echo '1048576,262144,float,sum,-1,1000.000,0.0000,0.0000,0,1000.000,0.0000,0.0000,0,all_reduce,4'
+    } >"$work/slow.csv"
+    sh "$PLOT" -o "$work/slow.svg" -y lin "$work/slow.csv" >"$work/slow.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] && grep -q 'bus bandwidth' "$work/slow.svg" ||
+        fail "plot of an all-zero busbw CSV: exit $rc: $(cat "$work/slow.out")"
+    # nccl-tests' CSVs name no collective: all 0 there draws the time panel
+    sed 's/,collective,nranks$//; s/,all_reduce,4$//' "$work/slow.csv" >"$work/slow-old.csv"
+    sh "$PLOT" -o "$work/slow-old.svg" "$work/slow-old.csv" >"$work/slow-old.out" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] && grep -q 'time per call' "$work/slow-old.svg" &&
+        grep -q 'no busbw to plot' "$work/slow-old.out" ||
+        fail "plot of an all-zero CSV naming no collective: exit $rc: $(cat "$work/slow-old.out")"
     sh "$PLOT" -o "$work/x.svg" "$work/nosuch.csv" >/dev/null 2>"$work/plot.err"
     [ $? -ne 0 ] && grep -q 'nosuch.csv' "$work/plot.err" || fail "plot: missing file not reported"
     [ "$failures" -eq "$f0" ] && pass "plot"
