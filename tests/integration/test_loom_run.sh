@@ -62,7 +62,7 @@ run_bounded 30 "$work/out2" "$work/err2" -n 3 --timeout 25 -- \
     sh -c 'if [ "$LOOM_RANK" = 1 ]; then exit 3; fi; sleep 60'
 [ "$rc" -eq 3 ] || fail "failing rank: exit $rc, want 3"
 grep -q "loom-run: rank 1 exited with status 3" "$work/err2" || fail "failed rank not named: $(cat "$work/err2")"
-[ "$secs" -lt 10 ] || fail "failing rank: took $secs s, others not killed"
+[ "$secs" -lt 20 ] || fail "failing rank: took $secs s, others not killed"
 [ "$failures" -eq "$f0" ] && pass "failure propagates ($secs s)"
 
 # 3. A rank killed by a signal: 128 + signal.
@@ -77,7 +77,7 @@ f0=$failures
 run_bounded 20 "$work/out4" "$work/err4" -n 2 --timeout 1 -- sleep 60
 [ "$rc" -eq 124 ] || fail "timeout: exit $rc, want 124"
 grep -q "loom-run: timeout after 1 s; ranks still running: 0 1" "$work/err4" || fail "timeout message: $(cat "$work/err4")"
-[ "$secs" -lt 8 ] || fail "timeout took $secs s"
+[ "$secs" -lt 15 ] || fail "timeout took $secs s"
 [ "$failures" -eq "$f0" ] && pass "timeout"
 
 # 5. The temporary rank table exists during the run and is gone after.
@@ -120,19 +120,19 @@ start=$(date +%s)
 pid=$!
 i=0
 # Wait (bounded) until both ranks run; out8 may not exist yet at first.
-while [ $i -lt 100 ]; do
+while [ $i -lt 300 ]; do
     n=$(grep -c up "$work/out8" 2>/dev/null)
     [ "${n:-0}" -ge 2 ] && break
     sleep 0.1
     i=$((i + 1))
 done
-[ $i -lt 100 ] || fail "ranks did not start"
+[ $i -lt 300 ] || fail "ranks did not start"
 kill -TERM "$pid"
 wait_bounded 15 "$pid"
 secs=$(( $(date +%s) - start ))
 [ "$rc" -eq 143 ] || fail "forwarded SIGTERM: exit $rc, want 143: $(cat "$work/err8")"
 grep -q "was killed by signal 15" "$work/err8" || fail "forwarded SIGTERM: $(cat "$work/err8")"
-[ "$secs" -lt 10 ] || fail "forwarded SIGTERM took $secs s"
+[ "$secs" -lt 18 ] || fail "forwarded SIGTERM took $secs s"
 [ "$failures" -eq "$f0" ] && pass "SIGTERM forwarded"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }

@@ -240,7 +240,7 @@ START_TEST(test_missing_rank_named)
     ck_assert_int_eq(sc->out[0].res, LOOM_ERROR_TIMEOUT);
     ck_assert_str_eq(sc->out[0].err, "rank 3 (node-3) did not join within 1 s");
     ck_assert_double_ge(sc->out[0].elapsed, 0.9);
-    ck_assert_double_lt(sc->out[0].elapsed, 3.0);
+    ck_assert_double_lt(sc->out[0].elapsed, 4.5); /* below the 5 s peer timeout */
     for (int r = 1; r <= 2; r++) {
         ck_assert_int_eq(sc->out[r].res, LOOM_ERROR_TIMEOUT);
         ck_assert_msg(strstr(sc->out[r].err, "rank 3 (node-3) did not join"),
