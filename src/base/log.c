@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loom.h"
@@ -64,12 +65,25 @@ static int log_expand_path(const char *pattern, char *out, size_t cap)
     return 0;
 }
 
+/* "2026-12-05 08:48:00.123456": local wall-clock time to the microsecond,
+ * so lines of several ranks and hosts can be merged and read in order. */
+static void log_stamp(char *out, size_t len)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, len, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(out + n, len - n, ".%06ld", ts.tv_nsec / 1000);
+}
+
 /* Report a problem with the log file itself, straight to stderr. */
 static void log_setup_error(const char *what, const char *path, int err)
 {
-    char line[LOG_LINE_MAX];
-    int n = snprintf(line, sizeof(line), "%s:%ld LOOM WARN CONFIG %s %s: %s; logging to stderr\n",
-                     log_host, (long)getpid(), what, path, strerror(err));
+    char line[LOG_LINE_MAX], stamp[40];
+    log_stamp(stamp, sizeof stamp);
+    int n = snprintf(line, sizeof(line), "%s %s:%ld LOOM WARN CONFIG %s %s: %s; logging to stderr\n",
+                     stamp, log_host, (long)getpid(), what, path, strerror(err));
     if (n > 0) {
         ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n
                                                                          : sizeof(line) - 1);
@@ -161,10 +175,11 @@ void loom_log_write(int level, unsigned subsys, const char *file, int line, cons
     size_t cap = sizeof(buf) - 1; /* room for the newline */
     int n;
 
-    char rank[24] = "";
+    char rank[24] = "", stamp[40];
     if (log_rank >= 0)
         snprintf(rank, sizeof(rank), " [%d]", log_rank);
-    n = snprintf(buf, cap, "%s:%ld:%ld%s LOOM %s %s ", log_host, (long)getpid(),
+    log_stamp(stamp, sizeof stamp);
+    n = snprintf(buf, cap, "%s %s:%ld:%ld%s LOOM %s %s ", stamp, log_host, (long)getpid(),
                  (long)syscall(SYS_gettid), rank, log_level_name(level),
                  log_subsys_name(subsys));
     size_t len = n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);

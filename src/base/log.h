@@ -2,7 +2,7 @@
  *
  * The macros test level and subsystem before anything is formatted, so a
  * disabled message costs one load and a compare. Lines look like
- *   host:pid:tid [rank] LOOM WARN NET message
+ *   2026-12-05 08:48:00.123456 host:pid:tid [rank] LOOM WARN NET message
  * and go to stderr (or LOOM_DEBUG_FILE). errno is preserved across a call. */
 #ifndef LOOM_LOG_H
 #define LOOM_LOG_H

@@ -465,8 +465,13 @@ START_TEST(test_log_file_and_format)
     if (dot)
         *dot = '\0';
     char want[256];
-    snprintf(want, sizeof(want), "%s:%ld:", host, (long)getpid());
-    ck_assert_msg(strncmp(l1, want, strlen(want)) == 0, "%s", l1);
+    snprintf(want, sizeof(want), " %s:%ld:", host, (long)getpid());
+    /* "YYYY-MM-DD hh:mm:ss.uuuuuu host:pid:tid": a timestamp first */
+    int y, mo, d, h, mi, sec, us, used = 0;
+    ck_assert_msg(sscanf(l1, "%4d-%2d-%2d %2d:%2d:%2d.%6d%n", &y, &mo, &d, &h, &mi, &sec,
+                         &us, &used) == 7 && used == 26, "%s", l1);
+    ck_assert_msg(y >= 2000 && mo >= 1 && mo <= 12 && us >= 0 && us < 1000000, "%s", l1);
+    ck_assert_msg(strncmp(l1 + used, want, strlen(want)) == 0, "%s", l1);
     ck_assert_msg(strstr(l1, " LOOM INFO NET hello 42\n") && !strchr(l1, '['), "%s", l1);
     ck_assert_msg(strstr(l2, " [5] LOOM WARN BOOT with rank\n"), "%s", l2);
 }
