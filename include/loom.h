@@ -320,8 +320,12 @@ LOOM_API loom_result_t loom_get_unique_id_toward(const char *host, loom_unique_i
 LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
                                            const loom_unique_id_t *id, int rank);
 
-/* The full message of comm's last error ("" when none). Valid until the next
- * call on comm. comm may be NULL for errors of a failed init on this thread. */
+/* The full message of the last call on comm that failed, as NCCL's
+ * ncclGetLastError: each collective or point-to-point call starts by
+ * clearing it, so after a call that succeeds it is "" — unless comm is
+ * broken (loom_comm_get_async_error), whose message stays, as every call
+ * returns that error. Valid until the next call on comm. comm may be NULL
+ * for errors of a failed init on this thread. */
 LOOM_API const char *loom_get_error_string(loom_comm_t comm);
 
 /* The error that has broken comm (sticky, see below), or LOOM_SUCCESS in

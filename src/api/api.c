@@ -67,6 +67,13 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
                             struct loom_comm *comm, loom_stream_t stream)
 {
     const char *name = loom_op_kind_name(op->kind);
+    /* The message is the last failed call's: each call starts without one,
+     * so a call that succeeds leaves "" (a sticky error's message stays, as
+     * every call returns that error). */
+    pthread_mutex_lock(&comm->lock);
+    if (comm->error == LOOM_SUCCESS)
+        comm->errmsg[0] = '\0';
+    pthread_mutex_unlock(&comm->lock);
     op->prescale = op->postscale = 1.0;
     if (op->kind != LOOM_OP_BARRIER) {
         if ((unsigned)op->dtype >= LOOM_DTYPE_COUNT)

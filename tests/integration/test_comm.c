@@ -638,6 +638,12 @@ static int rank_args(int rank, int n, void *arg)
         return 12;
     if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) || x != n)
         return 13;
+    /* the message is the last failed call's: a call that succeeded clears it */
+    if (loom_get_error_string(comm)[0]) {
+        fprintf(stderr, "rank %d: after a call that succeeded: \"%s\"\n", rank,
+                loom_get_error_string(comm));
+        return 15;
+    }
     /* argument errors do not break the communicator */
     loom_result_t async = LOOM_ERROR_INTERNAL;
     if (loom_comm_get_async_error(comm, &async) != LOOM_SUCCESS ||
