@@ -73,11 +73,14 @@ struct run_job {
     int master_port;    /* MASTER_PORT for env:// programs */
 };
 
+/* 0: --no-prefix, lines pass as the rank wrote them (JSON stays JSON) */
+static int run_prefix = 1;
+
 static void run_usage(FILE *out)
 {
     fprintf(out,
             "usage: loom-run -n N [--rank-table FILE] [--timeout S] [--port-base P]\n"
-            "                [--master-port P] -- CMD [ARGS...]\n"
+            "                [--master-port P] [--no-prefix] -- CMD [ARGS...]\n"
             "  -n N               number of local ranks (1..%d)\n"
             "  --rank-table FILE  rank table to give the ranks (default: a temporary\n"
             "                     single-server table for 127.0.0.1)\n"
@@ -85,6 +88,8 @@ static void run_usage(FILE *out)
             "  --port-base P      LOOM_PORT_BASE for the ranks (default: LOOM_PORT_BASE,\n"
             "                     else a free region when the table is temporary)\n"
             "  --master-port P    MASTER_PORT for env:// programs (default: a free port)\n"
+            "  --no-prefix        pass output lines without the \"[r] \" prefix (still\n"
+            "                     whole lines: `probe --json` output stays JSON)\n"
             "  -h, --help         this help\n"
             "  -V, --version      print Loom's version\n"
             "Each rank r gets LOOM_RANK_TABLE, LOOM_RANK=RANK=LOCAL_RANK=r,\n"
@@ -254,8 +259,8 @@ static void run_terminate_all(struct run_job *job)
 
 static void run_emit(int rank, struct run_stream *s, const char *p, size_t len, int complete)
 {
-    char prefix[24];
-    int n = snprintf(prefix, sizeof(prefix), "[%d] ", rank);
+    char prefix[24] = "";
+    int n = run_prefix ? snprintf(prefix, sizeof(prefix), "[%d] ", rank) : 0;
     /* One write per line keeps lines of different ranks whole. */
     char *line = malloc((size_t)n + len + 1);
     if (!line) {
@@ -534,6 +539,7 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"port-base", required_argument, NULL, 'p'},
         {"master-port", required_argument, NULL, 'm'},
+        {"no-prefix", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -579,6 +585,9 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            break;
+        case 'P':
+            run_prefix = 0;
             break;
         case 'h':
             run_usage(stdout);

@@ -116,6 +116,21 @@ EOF
     pass "json"
 fi
 
+# 2b. Under loom-run --no-prefix the job's stdout is the report itself:
+#     one JSON document, read as it is.
+next_port_base
+timeout -s KILL 40 "$RUN" --no-prefix -n 4 --timeout 30 \
+    --rank-table "$srcdir/etc/ranktables/single-4.json" -- \
+    "$RT" probe --size 64K --iters 2 --json >"$work/np.raw" 2>"$work/np.err"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+    fail "loom-run --no-prefix probe --json: exit $rc: $(cat "$work/np.err")"
+elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert "ranks" in d' \
+        "$work/np.raw" && pass "loom-run --no-prefix: probe --json is JSON" ||
+        fail "loom-run --no-prefix probe --json: not JSON: $(head -c 300 "$work/np.raw")"
+fi
+
 # 3. Three ranks: odd, one rank sits out each round.
 "$RT" generate --servers 127.0.0.1 --devices 3 -o "$work/three.json" ||
     fail "generate a 3-rank table"
