@@ -419,6 +419,22 @@ static size_t perf_next_size(const struct perf_opts *o, size_t size)
 
 /* "8-4096 rd, 8192-67108864 ring": the algorithm Loom selects per size for
  * the first data type. */
+/* Where an algorithm moves the data: the header names it per size, since
+ * "transport tcp" alone reads wrong when every size ran in shared memory. */
+static const char *perf_path(const struct perf_state *st, enum loom_algo a, char *buf,
+                             size_t len)
+{
+    const struct loom_comm *ic = (const struct loom_comm *)st->comm;
+    const char *tx = ic->tx ? ic->tx->ops->name : loom_config()->transport;
+    if (a == LOOM_ALGO_SHM)
+        return "shared memory";
+    if (a == LOOM_ALGO_HIER)
+        snprintf(buf, len, "shared memory + %s", tx);
+    else
+        snprintf(buf, len, "%s", st->nranks > 1 ? tx : "none (one rank)");
+    return buf;
+}
+
 static void perf_print_algos(struct perf_state *st)
 {
     struct perf_case c = {.comm = st->comm, .rank = st->rank,
@@ -428,7 +444,8 @@ static void perf_print_algos(struct perf_state *st)
     size_t len = 0;
     size_t first = 0, last = 0;
     enum loom_algo cur = LOOM_ALGO_AUTO;
-    int have = 0;
+    int have = 0, all_shm = 1;
+    char pbuf[64];
     line[0] = '\0';
     for (size_t size = st->o.min_bytes;; size = perf_next_size(&st->o, size)) {
         int end = size > st->o.max_bytes;
@@ -441,9 +458,10 @@ static void perf_print_algos(struct perf_state *st)
             a = loom_coll_select((const struct loom_comm *)st->comm, &op);
         }
         if (have && (end || a != cur) && len < sizeof line) {
-            len += (size_t)snprintf(line + len, sizeof line - len, "%s%zu-%zu %s",
-                                    len ? ", " : "", first, last,
-                                    loom_algo_name(cur));
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s%zu-%zu %s over %s",
+                                    len ? ", " : "", first, last, loom_algo_name(cur),
+                                    perf_path(st, cur, pbuf, sizeof pbuf));
+            all_shm &= cur == LOOM_ALGO_SHM;
             have = 0;
         }
         if (end)
@@ -457,6 +475,9 @@ static void perf_print_algos(struct perf_state *st)
     }
     fprintf(st->table, "# algorithm per size (%s): %s\n",
             perf_type_names[st->o.dtypes[0]], line);
+    if (all_shm)
+        fprintf(st->table, "# path: shared memory for every size (the transport "
+                "only set the job up)\n");
 }
 
 static void perf_header(struct perf_state *st)

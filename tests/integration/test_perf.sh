@@ -53,6 +53,15 @@ for prog in all_reduce_perf all_gather_perf broadcast_perf \
             || fail "$what: no '# Loom ... nranks $n' header"
         grep -q "^# algorithm per size (float): 1024-" "$out" \
             || fail "$what: no algorithm-per-size line"
+        # each range names its path; shared memory all through is said so
+        algos=$(grep "^# algorithm per size" "$out")
+        echo "$algos" | sed 's/^[^:]*: //; s/, /\n/g' | grep -vqE '^[0-9]+-[0-9]+ [a-z_]+ over (shared memory|tcp|shared memory \+ tcp)$' \
+            && fail "$what: a size range without its path: $algos"
+        if echo "$algos" | grep -q ' over tcp'; then
+            grep -q '^# path: shared memory for every size' "$out" && fail "$what: tcp ran, header says shared memory only"
+        else
+            grep -q '^# path: shared memory for every size' "$out" || fail "$what: every size over shared memory, header does not say so: $algos"
+        fi
         [ "$(grep -c '^#  Rank ' "$out")" -eq "$n" ] \
             || fail "$what: want $n '#  Rank' lines"
         grep -q '^#  *size  *count  *type  *redop  *root  *time  *algbw  *busbw  *#wrong  *time  *algbw  *busbw  *#wrong$' "$out" \
@@ -182,7 +191,7 @@ $BOUND "$RUN" -n 2 --timeout 60 -- sh -c 't=$LOOM_RANK_TABLE; unset LOOM_RANK_TA
 rc=$?
 sed -n 's/^\[0\] //p' "$work/rt.raw" >"$work/rt"
 [ "$rc" -eq 0 ] || fail "--ranktable: exit $rc: $(cat "$work/rt.err")"
-grep -q '^# algorithm per size (float): 65536-65536 rd$' "$work/rt" \
+grep -q '^# algorithm per size (float): 65536-65536 rd over tcp$' "$work/rt" \
     || fail "-A allreduce=rd: $(grep algorithm "$work/rt")"
 grep -qx '# Out of bounds values : 0 OK' "$work/rt" || fail "--ranktable: not OK"
 $BOUND "$RUN" -n 3 --timeout 60 -- sh -c 'export RANK_TABLE_FILE=$LOOM_RANK_TABLE RANK_ID=$LOOM_RANK; unset LOOM_RANK_TABLE LOOM_RANK; exec "$0" -b 4K -e 4K -n 2 -w 0' \
