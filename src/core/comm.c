@@ -384,8 +384,9 @@ static loom_result_t ranktable_error(const char *path, loom_result_t res,
 }
 
 /* Join the table at path as rank. When the caller was told the job's size
- * (nranks >= 0, from size_from: "world_size", "OMPI_COMM_WORLD_SIZE=2
- * (mpirun (Open MPI))"), a table of another size fails before any wait:
+ * (nranks >= 0, from size_from: "the caller's world size",
+ * "OMPI_COMM_WORLD_SIZE=2, from mpirun (Open MPI)"), a table of another
+ * size fails before any wait:
  * the ranks it names beyond the job would never come. */
 static loom_result_t comm_init_table(const char *path, int rank, int nranks,
                                      const char *size_from, loom_comm_t *out);
@@ -399,9 +400,7 @@ LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
 LOOM_API loom_result_t loom_comm_init_ranktable_size(const char *path, int nranks,
                                                      int rank, loom_comm_t *out)
 {
-    char from[64];
-    snprintf(from, sizeof from, "the caller's world size %d", nranks);
-    return comm_init_table(path, rank, nranks, from, out);
+    return comm_init_table(path, rank, nranks, "the caller's world size", out);
 }
 
 static loom_result_t comm_init_table(const char *path, int rank, int nranks,
@@ -424,9 +423,9 @@ static loom_result_t comm_init_table(const char *path, int rank, int nranks,
     int n = 0;
     loom_ranktable_nranks(rt, &n);
     if (nranks >= 0 && nranks != n) {
-        loom_set_thread_error("rank table %s has %d ranks but %s says the job has %d: "
-                              "start %d ranks, or give a table of %d", path, n,
-                              size_from, nranks, n, nranks);
+        loom_set_thread_error("rank table %s has %d ranks but the job has %d (%s): "
+                              "start %d ranks, or give a table of %d", path, n, nranks,
+                              size_from, n, nranks);
         loom_ranktable_free(rt);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
@@ -712,7 +711,7 @@ LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     char from[160];
-    snprintf(from, sizeof from, "%s=%d (%s)", l.size_var, l.nranks, l.launcher);
+    snprintf(from, sizeof from, "%s=%d, from %s", l.size_var, l.nranks, l.launcher);
     return comm_init_table(path, l.rank, l.nranks, from, out);
 }
 

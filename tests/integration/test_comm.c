@@ -370,7 +370,8 @@ START_TEST(table_size_checked)
     ck_assert_int_eq(loom_comm_init_ranktable_size(table, 2, 0, &c),
                      LOOM_ERROR_INVALID_ARGUMENT);
     const char *msg = loom_get_error_string(NULL);
-    ck_assert_msg(strstr(msg, "has 4 ranks but the caller's world size 2"), "%s", msg);
+    ck_assert_msg(strstr(msg, "has 4 ranks but the job has 2 (the caller's world size)"),
+                  "%s", msg);
     ck_assert_ptr_null(c);
     unsetenv("LOOM_BOOTSTRAP_TIMEOUT");
 }

@@ -234,12 +234,12 @@ by_hand size 2 "OMPI_COMM_WORLD_RANK=\$r OMPI_COMM_WORLD_SIZE=2 LOOM_RANK_TABLE=
 took=$(($(date +%s) - start))
 all_rc size 2 2 || fail "mpirun-style -np 2 with a 4-rank table: exits $(cat "$work"/size.rc.*), want 2 2"
 [ "$took" -lt 30 ] || fail "mpirun-style -np 2 with a 4-rank table: took $took s"
-grep -q "rank table $t4 has 4 ranks but OMPI_COMM_WORLD_SIZE=2 (mpirun (Open MPI)) says the job has 2" \
+grep -q "rank table $t4 has 4 ranks but the job has 2 (OMPI_COMM_WORLD_SIZE=2, from mpirun (Open MPI))" \
     "$work/size.err.0" || fail "size mismatch: rank 0 said: $(cat "$work/size.err.0")"
 by_hand sizet 2 "RANK=\$r WORLD_SIZE=2 RANK_TABLE_FILE=$t4 LOOM_BOOTSTRAP_TIMEOUT=60" "$JOIN" initenv
 all_rc sizet 2 1 || fail "torchrun-style 2 ranks, 4-rank table: exits $(cat "$work"/sizet.rc.*)"
 for r in 0 1; do
-    grep -q "has 4 ranks but WORLD_SIZE=2 (torchrun-style variables) says the job has 2" \
+    grep -q "has 4 ranks but the job has 2 (WORLD_SIZE=2, from torchrun-style variables)" \
         "$work/sizet.err.$r" || fail "size mismatch, rank $r said: $(cat "$work/sizet.err.$r")"
 done
 # A transport that is not built is an error naming those that are.
