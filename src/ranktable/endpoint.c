@@ -117,6 +117,8 @@ int loom_rt_addr_usable(const char *addr)
 static const char *host_field(const struct loom_ranktable *t, int rank)
 {
     const struct loom_rt_server *srv = &t->servers[t->server_of_rank[rank]];
+    if (t->shape == LOOM_RT_SHAPE_RANK_LIST)
+        return "rank_addr_list";
     return srv->host_ip ? "host_ip" : "server_id";
 }
 

@@ -248,10 +248,14 @@ static const struct corpus_case corpus[] = {
     {"valid-ipv6.json", LOOM_SUCCESS, {
     }},
     {"version-2.0-rank-list.json", LOOM_ERROR_INVALID_RANKTABLE, {
-        {E, "version", "version 2.0 (rank_list format) is not supported yet: Loom reads versions 1.0 and 1.2 (server_list) and legacy group_list tables"},
+        {E, "rank_list[0].level_list[0]", "has no IPV4 or IPV6 address in rank_addr_list: Loom takes a rank's address from net_layer 0"},
+        {E, "rank_list[1].level_list[0]", "has no IPV4 or IPV6 address in rank_addr_list: Loom takes a rank's address from net_layer 0"},
     }},
     {"version-unsupported.json", LOOM_ERROR_INVALID_RANKTABLE, {
-        {E, "version", "version 2.0 (rank_list format) is not supported yet: Loom reads versions 1.0 and 1.2 (server_list) and legacy group_list tables"},
+        {E, "rank_count", "required field is missing"},
+        {E, "rank_list", "required field is missing"},
+        {E, "server_list", "belongs to versions 1.0 and 1.2: a version \"2.0\" table lists its ranks in rank_list"},
+        {W, "server_count", "unknown field (ignored)"},
     }},
     {"warn-1.2-field-in-1.0.json", LOOM_SUCCESS, {
         {W, "super_pod_list", "is a version 1.2 field; ignored in a 1.0 table"},
