@@ -241,6 +241,10 @@ loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
                                      int *local_port, char *root,
                                      size_t rootlen, int *root_port);
 
+/* The table field a rank's host address comes from: "host_ip",
+ * "server_id", or in 2.0 tables "rank_addr_list". */
+const char *loom_rt_host_field(const struct loom_ranktable *t, int rank);
+
 /* The port of a device when it uses its host address (host != 0:
  * host_port, else device_port) or its device address (device_port);
  * else LOOM_PORT_BASE + device_id + LOOM_PORT_OFFSET. */

@@ -121,7 +121,13 @@ ip netns exec "loomB$NETNS_ID" env LOOM_CONF_FILE=/dev/null \
 rc=$?
 grep -q "^2 ranks on this host, 0 with a problem$" "$work/local.out" && [ "$rc" = 0 ] ||
     fail "check --local on host B (exit $rc): $(cat "$work/local.out")"
-grep -q "^rank [0145]: server" "$work/local.out" && fail "check --local on host B lists another host's rank"
+for r in 2 3; do
+    addr=$([ "$r" = 2 ] && echo 10.77.0.12 || echo 10.77.0.112)
+    grep -q "^rank $r: server rack0-host2 device $((r - 2)): rank_addr_list $addr here$" \
+        "$work/local.out" || fail "check --local: rank $r line: $(cat "$work/local.out")"
+done
+grep -q "^rank [0145]: server [^ ]* device [0-9]*: " "$work/local.out" &&
+    fail "check --local on host B lists another host's rank"
 echo "check --local on host B: ranks 2 and 3"
 
 # --- 4. EID-only table: every rank fails at once, naming the path ----------
