@@ -24,7 +24,8 @@ TESTS += tests/integration/test_ranktable_tool.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ranktable
 TESTS += tests/unit/check_ranktable
-tests_unit_check_ranktable_SOURCES = tests/unit/check_ranktable.c
+tests_unit_check_ranktable_SOURCES = tests/unit/check_ranktable.c \
+	tests/unit/rt_corpus.h
 tests_unit_check_ranktable_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ranktable_LDADD = $(TEST_LIBS)
 endif
@@ -35,11 +36,13 @@ endif
 TESTS += tests/integration/test_ranktable_v2.sh \
 	tests/integration/test_coll_two_server_v2.sh tests/netns/ranktable_v2.sh
 EXTRA_DIST += tests/integration/test_ranktable_v2.sh \
-	tests/integration/test_coll_two_server_v2.sh tests/netns/ranktable_v2.sh
+	tests/integration/test_coll_two_server_v2.sh tests/netns/ranktable_v2.sh \
+	tests/integration/port_base.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ranktable_v2
 TESTS += tests/unit/check_ranktable_v2
-tests_unit_check_ranktable_v2_SOURCES = tests/unit/check_ranktable_v2.c
+tests_unit_check_ranktable_v2_SOURCES = tests/unit/check_ranktable_v2.c \
+	tests/unit/rt_corpus.h
 tests_unit_check_ranktable_v2_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ranktable_v2_LDADD = $(TEST_LIBS)
 endif

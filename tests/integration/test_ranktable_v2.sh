@@ -26,14 +26,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# A port base below the ephemeral range, so that no connection's local
-# port takes one of the table's ports first.
-next_port_base() {
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-    [ "${lo:-0}" -gt 12000 ] 2>/dev/null || lo=32768
-    LOOM_PORT_BASE=$((10000 + ($(od -An -N2 -tu2 /dev/urandom) % (lo - 10016))))
-    export LOOM_PORT_BASE
-}
+. "$LOOM_SRCDIR/tests/integration/port_base.sh"
 LOOM_CONF_FILE=/dev/null
 LOOM_BOOTSTRAP_TIMEOUT=15
 export LOOM_CONF_FILE LOOM_BOOTSTRAP_TIMEOUT

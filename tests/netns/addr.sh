@@ -45,26 +45,13 @@ base_env=(LOOM_CONF_FILE=/dev/null LOOM_BOOTSTRAP_TIMEOUT=20 LOOM_TIMEOUT=30
           LOOM_PORT_BASE=29700 LOOM_CHUNK_SIZE=64K LOOM_DEBUG=INFO
           LOOM_DEBUG_SUBSYS=RT)
 
-# check_exact CASE DIR: every rank ended 0 with "RESULT ... ok=1".
-check_exact() {
-    local name=$1 dir=$2 r rc
-    for r in $(seq 0 $((NRANKS - 1))); do
-        rc=$(cut -d' ' -f1 "$dir/end.$r")
-        if [ "$rc" != 0 ] || ! grep -q "^RESULT rank=$r ok=1 " "$dir/out.$r"; then
-            fail "$name: rank $r exit $rc: $(head -c 600 "$dir/err.$r") $(tail -n 2 "$dir/out.$r")"
-        fi
-    done
-    echo "$name: $(grep -h '^RESULT' "$dir"/out.* | wc -l)/$NRANKS ranks exact" \
-         "($(grep -h '^RESULT' "$dir/out.0"))"
-}
-
-# run_job CASE TABLE ENV...: start the job, wait (60 s at most).
+check_exact() { netns_check_exact "$1" "$2" "$NRANKS"; }
+# run_job CASE TABLE ENV...
 run_job() {
-    local name=$1 table=$2 dir=$work/$1
+    local name=$1 table=$2
     shift 2
-    netns_start "$dir" "$NRANKS" "${base_env[@]}" LOOM_RANK_TABLE="$table" "$@" \
-        -- -i 1 -c 0,1,7,4099,65537
-    netns_wait "$dir" "$NRANKS" 60 || fail "$name: ranks still running after 60 s were killed"
+    netns_run_job "$name" "$work/$name" "$NRANKS" "${base_env[@]}" \
+        LOOM_RANK_TABLE="$table" "$@"
 }
 
 # --- 1. host-NIC table ----------------------------------------------------

@@ -46,27 +46,6 @@ base_env=(LOOM_CONF_FILE=/dev/null LOOM_BOOTSTRAP_TIMEOUT=20 LOOM_TIMEOUT=30
           LOOM_PORT_BASE=29800 LOOM_CHUNK_SIZE=64K LOOM_DEBUG=INFO
           LOOM_DEBUG_SUBSYS=RT)
 
-# check_exact CASE DIR: every rank ended 0 with "RESULT ... ok=1".
-check_exact() {
-    local name=$1 dir=$2 r rc
-    for r in $(seq 0 $((NRANKS - 1))); do
-        rc=$(cut -d' ' -f1 "$dir/end.$r")
-        if [ "$rc" != 0 ] || ! grep -q "^RESULT rank=$r ok=1 " "$dir/out.$r"; then
-            fail "$name: rank $r exit $rc: $(head -c 600 "$dir/err.$r") $(tail -n 2 "$dir/out.$r")"
-        fi
-    done
-    echo "$name: $(grep -h '^RESULT' "$dir"/out.* | wc -l)/$NRANKS ranks exact" \
-         "($(grep -h '^RESULT' "$dir/out.0"))"
-}
-
-# run_job CASE TABLE ENV...: start the job, wait (60 s at most).
-run_job() {
-    local name=$1 table=$2 dir=$work/$1
-    shift 2
-    netns_start "$dir" "$NRANKS" "${base_env[@]}" LOOM_RANK_TABLE="$table" "$@" \
-        -- -i 1 -c 0,1,7,4099,65537
-    netns_wait "$dir" "$NRANKS" 60 || fail "$name: ranks still running after 60 s were killed"
-}
 
 # --- 1. generated table ---------------------------------------------------
 gen=$work/gen-2.0.json
@@ -75,8 +54,8 @@ gen=$work/gen-2.0.json
     fail "generate --version 2.0"
 "$RT" check "$gen" >"$gen.check" 2>&1 || fail "generated table invalid: $(cat "$gen.check")"
 grep -q '"rank_list"' "$gen" || fail "generated table has no rank_list"
-run_job generated "$gen"
-check_exact generated "$work/generated"
+netns_run_job generated "$work/generated" "$NRANKS" "${base_env[@]}" LOOM_RANK_TABLE="$gen"
+netns_check_exact generated "$work/generated" "$NRANKS"
 for r in 2 3; do
     grep -q "rank $r: listening on 10.77.0.12 (rank_addr_list) port $((29800 + r - 2))" \
         "$work/generated/err.$r" ||
@@ -106,8 +85,8 @@ JSON
 "$RT" check "$hand" >"$hand.check" 2>&1 || fail "hand-written table invalid: $(cat "$hand.check")"
 grep -q '^warning: rank_list\[0\].level_list\[0\].rank_addr_list\[0\].addr_type: is "EID", which TCP hosts cannot use: ignored (the rank uses 10.77.0.11)$' \
     "$hand.check" || fail "check does not warn about the EID: $(cat "$hand.check")"
-run_job hand "$hand"
-check_exact hand "$work/hand"
+netns_run_job hand "$work/hand" "$NRANKS" "${base_env[@]}" LOOM_RANK_TABLE="$hand"
+netns_check_exact hand "$work/hand" "$NRANKS"
 for r in 0 1 2 3 4 5; do
     h=$(( r / 2 + 1 )) d=$(( r % 2 ))
     addr=$([ "$d" = 0 ] && echo "10.77.0.1$h" || echo "10.77.0.11$h")
@@ -136,7 +115,7 @@ sed -e '/"addr_type": "IPV4", "addr": "10\.77/d' -e 's/"ports": \["0\/4"\]}, *$/
     "$hand" >"$eid"
 "$RT" check "$eid" >"$eid.check" 2>&1 && fail "EID-only table passes check"
 t0=$(netns_time)
-run_job eid "$eid"
+netns_run_job eid "$work/eid" "$NRANKS" "${base_env[@]}" LOOM_RANK_TABLE="$eid"
 for r in $(seq 0 $((NRANKS - 1))); do
     read -r rc t_end <"$work/eid/end.$r"
     secs=$(awk -v a="$t_end" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')

@@ -15,21 +15,7 @@
 #include "config.h"
 #include "ranktable/ranktable_internal.h"
 
-#define E LOOM_DIAG_ERROR
-#define W LOOM_DIAG_WARNING
-#define MAX_EXPECT 12
-
-struct expect {
-    loom_diag_severity_t sev;
-    const char *path;
-    const char *message;
-};
-
-struct corpus_case {
-    const char *file;
-    loom_result_t result;
-    struct expect diags[MAX_EXPECT];
-};
+#include "rt_corpus.h"
 
 static const struct corpus_case corpus[] = {
     {"addr-bad.json", LOOM_ERROR_INVALID_RANKTABLE, {
@@ -110,22 +96,6 @@ static const struct corpus_case corpus[] = {
 };
 #define NCORPUS ((int)(sizeof corpus / sizeof corpus[0]))
 
-static void data_path(char *out, size_t len, const char *dir, const char *file)
-{
-    const char *s = getenv("LOOM_SRCDIR");
-    snprintf(out, len, "%s/%s/%s", s ? s : ".", dir, file);
-}
-
-static loom_ranktable_t *load_ok(const char *dir, const char *file)
-{
-    char path[PATH_MAX];
-    loom_ranktable_t *t = NULL;
-    data_path(path, sizeof path, dir, file);
-    loom_result_t res = loom_ranktable_load(path, &t, NULL);
-    ck_assert_msg(res == LOOM_SUCCESS, "%s: %s", path, loom_result_string(res));
-    return t;
-}
-
 static loom_ranktable_t *parse_ok(const char *json)
 {
     loom_ranktable_t *t = NULL;
@@ -151,46 +121,9 @@ static void set_ports(const char *base)
     loom_config_reset();
 }
 
-/* Exactly the expected entries (any order), each matched once. */
 START_TEST(test_corpus)
 {
-    const struct corpus_case *c = &corpus[_i];
-    char path[PATH_MAX];
-    loom_ranktable_t *t = NULL;
-    loom_diag_t *diag = NULL;
-    data_path(path, sizeof path, "tests/data/ranktables/v2", c->file);
-
-    loom_result_t res = loom_ranktable_load(path, &t, &diag);
-    ck_assert_msg(res == c->result, "%s: got %s, want %s", c->file,
-                  loom_result_string(res), loom_result_string(c->result));
-    ck_assert_ptr_nonnull(diag);
-    size_t want = 0, got = 0;
-    while (want < MAX_EXPECT && c->diags[want].path)
-        want++;
-    loom_diag_count(diag, &got);
-    int used[64] = {0};
-    ck_assert_uint_le(got, 64);
-    for (size_t k = 0; k < want; k++) {
-        const struct expect *x = &c->diags[k];
-        int found = 0;
-        for (size_t i = 0; i < got && !found; i++) {
-            loom_diag_severity_t sev;
-            const char *p, *m;
-            loom_diag_get(diag, i, &sev, &p, &m);
-            if (!used[i] && sev == x->sev && strcmp(p, x->path) == 0 &&
-                strcmp(m, x->message) == 0)
-                used[i] = found = 1;
-        }
-        ck_assert_msg(found, "%s: no %s \"%s: %s\"", c->file,
-                      x->sev == E ? "error" : "warning", x->path, x->message);
-    }
-    for (size_t i = 0; i < got; i++) {
-        const char *p, *m;
-        loom_diag_get(diag, i, NULL, &p, &m);
-        ck_assert_msg(used[i], "%s: unexpected \"%s: %s\"", c->file, p, m);
-    }
-    loom_diag_free(diag);
-    loom_ranktable_free(t);
+    rt_corpus_check("tests/data/ranktables/v2", &corpus[_i]);
 }
 END_TEST
 
