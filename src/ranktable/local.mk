@@ -31,12 +31,12 @@ tests_unit_check_ranktable_LDADD = $(TEST_LIBS)
 endif
 
 # Version 2.0 (rank_list) tables: their corpus and Check suite, the tools
-# and a job on loopback, the collective matrix from the shipped 2.0 table,
-# and jobs across network namespaces (exit 77, skipped, without them).
+# and a job on loopback, the collective matrix from the shipped 2.0 table
+# (jobs across network namespaces: tests/netns/addr.sh).
 TESTS += tests/integration/test_ranktable_v2.sh \
-	tests/integration/test_coll_two_server_v2.sh tests/netns/ranktable_v2.sh
+	tests/integration/test_coll_two_server_v2.sh
 EXTRA_DIST += tests/integration/test_ranktable_v2.sh \
-	tests/integration/test_coll_two_server_v2.sh tests/netns/ranktable_v2.sh \
+	tests/integration/test_coll_two_server_v2.sh \
 	tests/integration/port_base.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ranktable_v2

@@ -170,28 +170,3 @@ netns_wait() {
     done
     return $hung
 }
-
-# netns_check_exact CASE DIR NRANKS: every rank ended 0 and printed
-# "RESULT rank=R ok=1"; calls the script's fail for each that did not, then
-# prints how many were exact.
-netns_check_exact() {
-    local name=$1 dir=$2 n=$3 r rc
-    for r in $(seq 0 $((n - 1))); do
-        rc=$(cut -d' ' -f1 "$dir/end.$r")
-        if [ "$rc" != 0 ] || ! grep -q "^RESULT rank=$r ok=1 " "$dir/out.$r"; then
-            fail "$name: rank $r exit $rc: $(head -c 600 "$dir/err.$r") $(tail -n 2 "$dir/out.$r")"
-        fi
-    done
-    echo "$name: $(grep -h '^RESULT' "$dir"/out.* | wc -l)/$n ranks exact" \
-         "($(grep -h '^RESULT' "$dir/out.0"))"
-}
-
-# netns_run_job CASE DIR NRANKS ENV...: netns_job on every rank with ENV,
-# each checking one pass of every collective at counts 0, 1, 7, 4099 and
-# 65537; waits 60 s at most (the script's fail names the ranks killed).
-netns_run_job() {
-    local name=$1 dir=$2 n=$3
-    shift 3
-    netns_start "$dir" "$n" "$@" -- -i 1 -c 0,1,7,4099,65537
-    netns_wait "$dir" "$n" 60 || fail "$name: ranks still running after 60 s were killed"
-}
