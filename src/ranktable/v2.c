@@ -358,13 +358,12 @@ static void parse_rank(struct v2 *V, const cJSON *obj, const char *path,
 }
 
 /* Servers: ranks with the same instance (NULL: unreadable, together), by
- * lowest rank_id, then file order. */
-static const struct v2_rank *sort_base;
-
+ * lowest rank_id, then file order. Sorted as pointers: no shared state, as
+ * threads may load tables at once. */
 static int by_instance(const void *pa, const void *pb)
 {
-    const struct v2_rank *a = &sort_base[*(const size_t *)pa];
-    const struct v2_rank *b = &sort_base[*(const size_t *)pb];
+    const struct v2_rank *a = *(const struct v2_rank *const *)pa;
+    const struct v2_rank *b = *(const struct v2_rank *const *)pb;
     if (!a->instance || !b->instance) {
         if (a->instance != b->instance)
             return a->instance ? -1 : 1;
@@ -425,13 +424,13 @@ static char *dup_path(struct v2 *V, size_t i, const char *field)
 }
 
 /* local_id unique in a server: "5 is used twice in ... (also ...)". */
-static void check_local_ids(struct v2 *V, const size_t *order, size_t first,
-                            size_t end)
+static void check_local_ids(struct v2 *V, const struct v2_rank **order,
+                            size_t first, size_t end)
 {
     size_t seen[V2_MAX_LOCAL_ID + 1] = {0}; /* 1 + rank_list index */
     char path[LOOM_RT_MAX_PATH];
     for (size_t k = first; k < end; k++) {
-        const struct v2_rank *r = &V->ranks[order[k]];
+        const struct v2_rank *r = order[k];
         if (r->local_id < 0)
             continue;
         if (seen[r->local_id]) {
@@ -449,7 +448,7 @@ static void check_local_ids(struct v2 *V, const size_t *order, size_t first,
 
 static void build_servers(struct v2 *V, struct loom_ranktable *t)
 {
-    size_t *order = malloc((V->n ? V->n : 1) * sizeof *order);
+    const struct v2_rank **order = malloc((V->n ? V->n : 1) * sizeof *order);
     struct v2_group *g = malloc((V->n ? V->n : 1) * sizeof *g);
     size_t ng = 0;
     if (!order || !g) {
@@ -457,12 +456,11 @@ static void build_servers(struct v2 *V, struct loom_ranktable *t)
         goto out;
     }
     for (size_t i = 0; i < V->n; i++)
-        order[i] = i;
-    sort_base = V->ranks;
+        order[i] = &V->ranks[i];
     qsort(order, V->n, sizeof *order, by_instance);
     for (size_t k = 0; k < V->n; k++) {
-        const struct v2_rank *r = &V->ranks[order[k]];
-        if (k == 0 || !same_instance(r, &V->ranks[order[k - 1]]))
+        const struct v2_rank *r = order[k];
+        if (k == 0 || !same_instance(r, order[k - 1]))
             g[ng++] = (struct v2_group){.first = k, .key = LONG_MAX,
                                         .index = r->index};
         struct v2_group *cur = &g[ng - 1];
@@ -481,7 +479,7 @@ static void build_servers(struct v2 *V, struct loom_ranktable *t)
     t->nservers = ng;
     for (size_t s = 0; s < ng && !V->w->nomem; s++) {
         struct loom_rt_server *srv = &t->servers[s];
-        const struct v2_rank *head = &V->ranks[order[g[s].first]];
+        const struct v2_rank *head = order[g[s].first];
         check_local_ids(V, order, g[s].first, g[s].end);
         srv->host_port = -1;
         srv->have_devices = 1;
@@ -495,7 +493,7 @@ static void build_servers(struct v2 *V, struct loom_ranktable *t)
             break;
         }
         for (size_t i = 0; i < srv->ndevices; i++) {
-            const struct v2_rank *r = &V->ranks[order[g[s].first + i]];
+            const struct v2_rank *r = order[g[s].first + i];
             struct loom_rt_device *dev = &srv->devices[i];
             dev->device_id = dev->device_port = dev->host_port = -1;
             dev->rank = dev->backup_device_port = -1;
