@@ -94,7 +94,7 @@ LOOM_API loom_result_t loom_diag_get(const loom_diag_t *diag, size_t i,
                                      const char **path, const char **message);
 LOOM_API loom_result_t loom_diag_free(loom_diag_t *diag);
 
-/* "1.0" or "1.2" ("group_list" for a legacy group_list table). The string
+/* "1.0", "1.2" or "2.0" ("group_list" for a legacy group_list table). The string
  * lives as long as the table. */
 LOOM_API loom_result_t loom_ranktable_version(const loom_ranktable_t *table,
                                               const char **version);

@@ -7,7 +7,7 @@
  *   loom-ranktable probe --from-json SAVED.json [--json] [--plot FILE.png]
  *   loom-ranktable generate --servers HOST[,HOST...] --devices N
  *                  [--device-ips IP,...] [--host-ips IP,...]
- *                  [--version 1.0|1.2] [-o FILE]
+ *                  [--version 1.0|1.2|2.0] [-o FILE]
  *
  * Exit status: 0 valid / written, 1 invalid or unreadable table (or a file
  * that cannot be written), 2 bad command line. Subcommands live in one table
@@ -26,6 +26,7 @@
 #include "loom.h"
 #include "ranktable/ranktable_internal.h"
 #include "ranktable_local.h"
+#include "ranktable_v2.h"
 #include "probe.h"
 
 #define EXIT_INVALID 1
@@ -37,7 +38,7 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  check FILE [--rank N] [--json] [--local]\n"
-    "      Validate an HCCL rank table (version 1.0, 1.2 or group_list):\n"
+    "      Validate an HCCL rank table (version 1.0, 1.2, 2.0 or group_list):\n"
     "      print a summary, each rank's endpoint, and every error and warning\n"
     "      with its JSON path. --rank N also requires rank N to exist and\n"
     "      shows only its endpoint. --json prints one JSON object instead.\n"
@@ -56,7 +57,7 @@ static const char usage_text[] =
     "      did not join; --plot draws the bandwidth heat map; --from-json\n"
     "      reports a saved run (docs/probe.md).\n"
     "  generate --servers HOST[,HOST...] --devices N [--device-ips IP,...]\n"
-    "           [--host-ips IP,...] [--version 1.0|1.2] [-o FILE]\n"
+    "           [--host-ips IP,...] [--version 1.0|1.2|2.0] [-o FILE]\n"
     "      Write a valid table (to stdout, or FILE) with N devices on each\n"
     "      server, laid out as hccl_tools.py writes them. --device-ips gives\n"
     "      servers*N addresses, server by server. Without it, several\n"
@@ -64,7 +65,10 @@ static const char usage_text[] =
     "      its --host-ips entry; its ranks share it, ports from\n"
     "      LOOM_PORT_BASE + device_id). Servers may be host names where the\n"
     "      table then gives an address (--device-ips or --host-ips).\n"
-    "      Version 1.2 adds a super_pod_list holding every server.\n"
+    "      Version 1.2 adds a super_pod_list holding every server. Version\n"
+    "      2.0 writes a rank_list: each server a net_layer 0 instance, each\n"
+    "      rank's address its device IP, else its server's (at most 65\n"
+    "      devices per server).\n"
     "  help\n"
     "      Print this text (also -h, --help); --version (-V): the version.\n"
     "\n"
@@ -90,7 +94,7 @@ static const char check_usage[] =
     "usage: loom-ranktable check FILE [--rank N] [--json] [--local]";
 static const char generate_usage[] =
     "usage: loom-ranktable generate --servers HOST[,HOST...] --devices N\n"
-    "       [--device-ips IP,...] [--host-ips IP,...] [--version 1.0|1.2]\n"
+    "       [--device-ips IP,...] [--host-ips IP,...] [--version 1.0|1.2|2.0]\n"
     "       [-o FILE]";
 
 /* A bad command line of one command: why, that command's usage, and where
@@ -551,11 +555,17 @@ static void out_quoted(struct out_buf *b, const char *s)
     out_str(b, "\"");
 }
 
-/* Strings, objects and arrays: all generate_table writes. */
+/* Strings, integers, objects and arrays: all the generators write. */
 static void out_value(struct out_buf *b, const cJSON *v, int level)
 {
     if (cJSON_IsString(v)) {
         out_quoted(b, v->valuestring);
+        return;
+    }
+    if (cJSON_IsNumber(v)) {
+        char num[32];
+        snprintf(num, sizeof num, "%.0f", v->valuedouble);
+        out_str(b, num);
         return;
     }
     int obj = cJSON_IsObject(v);
@@ -603,7 +613,7 @@ static int cmd_generate(int argc, char **argv)
     };
     const char *servers_arg = NULL, *ips_arg = NULL, *hosts_arg = NULL;
     const char *out = NULL;
-    int ndev = -1, v12 = 0, c, ok;
+    int ndev = -1, v12 = 0, v2 = 0, c, ok;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
@@ -626,11 +636,14 @@ static int cmd_generate(int argc, char **argv)
             hosts_arg = optarg;
             break;
         case 'v':
-            if (strcmp(optarg, "1.0") != 0 && strcmp(optarg, "1.2") != 0)
+            if (strcmp(optarg, "1.0") != 0 && strcmp(optarg, "1.2") != 0 &&
+                strcmp(optarg, "2.0") != 0)
                 return usage_short(generate_usage, "generate: --version is "
-                                                   "1.0 or 1.2, not \"%s\"",
+                                                   "1.0, 1.2 or 2.0, not "
+                                                   "\"%s\"",
                                    optarg);
             v12 = strcmp(optarg, "1.2") == 0;
+            v2 = strcmp(optarg, "2.0") == 0;
             break;
         case 'o':
             out = optarg;
@@ -651,6 +664,11 @@ static int cmd_generate(int argc, char **argv)
         return usage_short(generate_usage, "generate: --servers is required");
     if (ndev < 0)
         return usage_short(generate_usage, "generate: --devices is required");
+    if (v2 && ndev > LOOM_RT_V2_MAX_DEVICES)
+        return usage_short(generate_usage, "generate: --devices is at most "
+                                           "%d in a version 2.0 table "
+                                           "(device_id and local_id 0..%d)",
+                           LOOM_RT_V2_MAX_DEVICES, LOOM_RT_V2_MAX_DEVICES - 1);
 
     struct name_list servers = {0}, dev_ips = {0}, host_ips = {0};
     int status = EXIT_USAGE;
@@ -697,7 +715,14 @@ static int cmd_generate(int argc, char **argv)
         .host_nic = !ips_arg && servers.n > 1,
         .v12 = v12,
     };
-    root = generate_table(&spec);
+    root = v2 ? loom_rt_generate_v2((const char *const *)servers.items,
+                                    servers.n, (size_t)ndev,
+                                    ips_arg ? (const char *const *)dev_ips.items
+                                            : NULL,
+                                    hosts_arg
+                                        ? (const char *const *)host_ips.items
+                                        : NULL)
+              : generate_table(&spec);
     text = root ? print_table(root) : NULL;
     if (!text) {
         fprintf(stderr, "loom-ranktable: out of memory\n");

@@ -5,7 +5,8 @@ PROBE_SOURCES = tools/probe.c tools/probe.h tools/probe_internal.h \
 	tools/probe_stats.c tools/probe_report.c tools/probe_json.c \
 	tools/probe_plot.c
 tools_loom_ranktable_SOURCES = tools/loom-ranktable.c $(PROBE_SOURCES) \
-	tools/ranktable_local.c tools/ranktable_local.h
+	tools/ranktable_local.c tools/ranktable_local.h \
+	tools/ranktable_v2.c tools/ranktable_v2.h
 tools_loom_ranktable_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tools_loom_ranktable_LDADD = $(LOOM_INTERNAL_LIBS)
 

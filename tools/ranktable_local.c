@@ -107,10 +107,13 @@ int loom_rt_local_text(const struct loom_ranktable *t, int rank)
         loom_rank_info_t ri;
         loom_ranktable_rank_info(t, r, &ri);
         printf("rank %d: server %s device %d: ", r, ri.server_id, ri.device_id);
-        print_addr("device_ip", lr.addrs.device_address, lr.dev_errno);
-        printf("; ");
-        print_addr(t->servers[ri.server_index].host_ip ? "host_ip" : "server_id",
-                   lr.addrs.host_address, lr.host_errno);
+        /* a 2.0 rank has one address, its host's */
+        if (t->shape != LOOM_RT_SHAPE_RANK_LIST) {
+            print_addr("device_ip", lr.addrs.device_address, lr.dev_errno);
+            printf("; ");
+        }
+        print_addr(loom_rt_host_field(t, r), lr.addrs.host_address,
+                   lr.host_errno);
         printf("\n");
         if (!lr.here) {
             printf("  not a rank of this host\n");

@@ -114,9 +114,11 @@ int loom_rt_addr_usable(const char *addr)
     return rc;
 }
 
-static const char *host_field(const struct loom_ranktable *t, int rank)
+const char *loom_rt_host_field(const struct loom_ranktable *t, int rank)
 {
     const struct loom_rt_server *srv = &t->servers[t->server_of_rank[rank]];
+    if (t->shape == LOOM_RT_SHAPE_RANK_LIST)
+        return "rank_addr_list";
     return srv->host_ip ? "host_ip" : "server_id";
 }
 
@@ -145,7 +147,7 @@ static int use_host(const struct loom_ranktable *t, int rank,
     if (!dev->host_address)
         return 0;
     set_ep(ep, dev->host_address, loom_rt_device_port(dev, 1),
-           host_field(t, rank));
+           loom_rt_host_field(t, rank));
     return 1;
 }
 

@@ -70,6 +70,30 @@ static void type_error(struct loom_rt_walk *w, const char *path,
                   json_type_name(item));
 }
 
+/* Version 2.0 writes numbers as JSON integers: "0" is the mistake to name. */
+static int is_integer(const cJSON *item)
+{
+    double v = item->valuedouble;
+    return cJSON_IsNumber(item) && v > -1e15 && v < 1e15 &&
+           v == (double)(long long)v;
+}
+
+static void integer_error(struct loom_rt_walk *w, const char *path,
+                          const cJSON *item)
+{
+    int v;
+    if (cJSON_IsString(item) && loom_rt_decimal(item->valuestring, &v))
+        loom_rt_error(w->d, path, "expected an integer, found the string "
+                                  "\"%s\" (write %s)",
+                      item->valuestring, item->valuestring);
+    else if (cJSON_IsNumber(item))
+        loom_rt_error(w->d, path, "expected an integer, found the number %.15g",
+                      item->valuedouble);
+    else
+        loom_rt_error(w->d, path, "expected an integer, found %s",
+                      json_type_name(item));
+}
+
 void loom_rt_walk_object(struct loom_rt_walk *w, const cJSON *obj,
                          const char *path, const struct loom_rt_field *fields,
                          size_t nfields, const cJSON **found)
@@ -118,6 +142,10 @@ void loom_rt_walk_object(struct loom_rt_walk *w, const cJSON *obj,
         }
         if (fields[f].kind == LOOM_RT_ARRAY && !cJSON_IsArray(m)) {
             type_error(w, sub, "an array", m);
+            continue;
+        }
+        if (fields[f].kind == LOOM_RT_INTEGER && !is_integer(m)) {
+            integer_error(w, sub, m);
             continue;
         }
         found[f] = m;
@@ -290,18 +318,7 @@ static void parse_top(struct loom_rt_walk *w, const cJSON *root,
 {
     t->shape = recognise(root);
     if (t->shape == LOOM_RT_SHAPE_RANK_LIST) {
-        /* One clear error instead of one per field 2.0 names differently. */
-        const char *where =
-            cJSON_GetObjectItemCaseSensitive(root, "version") ? "version"
-            : cJSON_GetObjectItemCaseSensitive(root, "rank_list")
-                ? "rank_list"
-                : "rank_count";
-        loom_rt_error(w->d, where, "version 2.0 (rank_list format) is not "
-                                   "supported yet: Loom reads versions 1.0 "
-                                   "and 1.2 (server_list) and legacy "
-                                   "group_list tables");
-        t->version = strdup("2.0");
-        w->nomem = !t->version;
+        loom_rt_parse_rank_list(root, t, w->d, &w->nomem);
         return;
     }
     if (t->shape == LOOM_RT_SHAPE_GROUP_LIST) {

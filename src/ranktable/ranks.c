@@ -1,5 +1,5 @@
 /* ranks.c - the rank rules (rank_id exactly 0..N-1, the ranks of a server
- * contiguous) and, for a valid table, the rank index. */
+ * contiguous in 1.x tables) and, for a valid table, the rank index. */
 #include "build_config.h"
 
 #include <stdio.h>
@@ -51,7 +51,11 @@ static void check_owners(struct rank_check *k)
             } else if (k->owner[dev->rank]) {
                 size_t o = k->owner[dev->rank] - 1;
                 loom_rt_device_path(t, k->srv_of[o], k->dev_of[o], other);
-                loom_rt_error(k->d, path, "\"%s\" is used twice (also %s)",
+                /* 2.0 writes rank_id as a number, 1.x as a string */
+                loom_rt_error(k->d, path,
+                              t->shape == LOOM_RT_SHAPE_RANK_LIST
+                                  ? "%s is used twice (also %s)"
+                                  : "\"%s\" is used twice (also %s)",
                               dev->rank_id_str, other);
             } else {
                 k->owner[dev->rank] = flat + 1;
@@ -170,13 +174,15 @@ void loom_rt_check_ranks(struct loom_ranktable *t, struct loom_diag *d,
             undecoded += t->servers[s].devices[i].rank < 0;
     for (size_t r = 0; r < n && !undecoded; r++)
         if (!k.owner[r])
-            loom_rt_error(d, t->shape == LOOM_RT_SHAPE_GROUP_LIST
-                                 ? "group_list"
-                                 : "server_list",
+            loom_rt_error(d, t->shape == LOOM_RT_SHAPE_GROUP_LIST ? "group_list"
+                             : t->shape == LOOM_RT_SHAPE_RANK_LIST ? "rank_list"
+                                                                   : "server_list",
                           "rank %zu is missing: rank_id must run from 0 to "
                           "%zu without gaps",
                           r, n - 1);
-    for (size_t s = 0; s < t->nservers; s++)
+    /* HCCL asks 2.0 tables only to keep a server's ranks together. */
+    for (size_t s = 0; s < t->nservers && t->shape != LOOM_RT_SHAPE_RANK_LIST;
+         s++)
         check_contiguous(&k, s);
 out:
     free(k.owner);
@@ -192,21 +198,22 @@ int loom_rt_build_index(struct loom_ranktable *t)
     t->by_rank = calloc(n, sizeof *t->by_rank);
     t->server_of_rank = calloc(n, sizeof *t->server_of_rank);
     t->local_rank = calloc(n, sizeof *t->local_rank);
-    if (!t->by_rank || !t->server_of_rank || !t->local_rank)
+    /* a server's ranks in rank order; 2.0 servers need not be contiguous */
+    int *next = calloc(t->nservers ? t->nservers : 1, sizeof *next);
+    if (!t->by_rank || !t->server_of_rank || !t->local_rank || !next) {
+        free(next);
         return -1;
+    }
     for (size_t s = 0; s < t->nservers; s++) {
-        int lo = -1;
-        for (size_t i = 0; i < t->servers[s].ndevices; i++) {
-            int r = t->servers[s].devices[i].rank;
-            lo = lo < 0 || r < lo ? r : lo;
-        }
         for (size_t i = 0; i < t->servers[s].ndevices; i++) {
             struct loom_rt_device *dev = &t->servers[s].devices[i];
             t->by_rank[dev->rank] = dev;
             t->server_of_rank[dev->rank] = (int)s;
-            t->local_rank[dev->rank] = dev->rank - lo;
         }
     }
+    for (size_t r = 0; r < n; r++)
+        t->local_rank[r] = next[t->server_of_rank[r]]++;
+    free(next);
     t->nranks = (int)n;
     return 0;
 }

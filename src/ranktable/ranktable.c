@@ -31,6 +31,7 @@ void loom_rt_table_free(struct loom_ranktable *t)
             free(dev->rank_id_str);
             free(dev->src_path);
             free(dev->rank_path);
+            free(dev->rank_addr);
             free(dev->super_device_id);
             free(dev->backup_device_ip);
             free(dev->backup_device_port_str);
@@ -349,15 +350,15 @@ LOOM_API loom_result_t loom_ranktable_server_ranks(const loom_ranktable_t *table
         (size_t)server_index >= table->nservers || max < 0 ||
         (max > 0 && !ranks))
         return LOOM_ERROR_INVALID_ARGUMENT;
-    /* A server's ranks are contiguous (validated): start from its lowest. */
+    /* local_rank is each rank's place among its server's, ascending (a
+     * 2.0 server's ranks need not be contiguous). */
     const struct loom_rt_server *srv = &table->servers[server_index];
-    int lo = srv->devices[0].rank;
-    for (size_t i = 1; i < srv->ndevices; i++)
-        lo = srv->devices[i].rank < lo ? srv->devices[i].rank : lo;
-    int n = (int)srv->ndevices;
-    for (int i = 0; i < n && i < max; i++)
-        ranks[i] = lo + i;
-    *count = n;
+    for (size_t i = 0; i < srv->ndevices; i++) {
+        int r = srv->devices[i].rank;
+        if (table->local_rank[r] < max)
+            ranks[table->local_rank[r]] = r;
+    }
+    *count = (int)srv->ndevices;
     return LOOM_SUCCESS;
 }
 

@@ -78,6 +78,7 @@ struct loom_rt_device {
      * rank_path likewise names where its rank_id came from. */
     char *src_path;
     char *rank_path;
+    char *rank_addr;        /* 2.0: its net_layer 0 IP address (v2.c) */
 };
 
 struct loom_rt_server {
@@ -102,7 +103,7 @@ struct loom_rt_pod {
 enum loom_rt_shape {
     LOOM_RT_SHAPE_SERVER_LIST = 0, /* versions 1.0 and 1.2                */
     LOOM_RT_SHAPE_GROUP_LIST,      /* legacy group_list (legacy.c)        */
-    LOOM_RT_SHAPE_RANK_LIST,       /* version 2.0: recognised, refused    */
+    LOOM_RT_SHAPE_RANK_LIST,       /* version 2.0 rank_list (v2.c)        */
 };
 
 struct loom_ranktable {
@@ -142,11 +143,23 @@ struct loom_ranktable *loom_rt_parse_text(const char *text, size_t len,
 void loom_rt_parse_group_list(const void *root, struct loom_ranktable *t,
                               struct loom_diag *d, int *nomem);
 
+/* v2.c: a version 2.0 rank_list table (root as for legacy.c) -> t's
+ * server_list form: one server per net_layer 0 net_instance_id, in the
+ * order of their lowest rank_id; every device remembers its rank_list path.
+ * Checks types, ranges and the rules of one rank as it goes. */
+void loom_rt_parse_rank_list(const void *root, struct loom_ranktable *t,
+                             struct loom_diag *d, int *nomem);
+/* v2.c, from validate.c once ports are decoded: each rank's endpoint (its
+ * rank_addr as its host address) and no two ranks on one address and port. */
+void loom_rt_check_rank_list(struct loom_ranktable *t, struct loom_diag *d,
+                             int *nomem);
+
 /* validate.c: check HCCL's rules, decode numbers, resolve addresses and build
  * the rank index. Adds every violation to d. */
 loom_result_t loom_rt_validate(struct loom_ranktable *t, struct loom_diag *d);
 
-/* ranks.c: rank_id exactly 0..N-1 (ndevices), contiguous per server. */
+/* ranks.c: rank_id exactly 0..N-1 (ndevices), contiguous per server in
+ * 1.x tables. */
 void loom_rt_check_ranks(struct loom_ranktable *t, struct loom_diag *d,
                          size_t ndevices, int *nomem);
 /* ranks.c: by_rank, server_of_rank, local_rank of a valid table; -1 when
@@ -233,6 +246,10 @@ loom_result_t loom_rt_comm_endpoints(const struct loom_ranktable *t, int rank,
                                      char *local, size_t locallen,
                                      int *local_port, char *root,
                                      size_t rootlen, int *root_port);
+
+/* The table field a rank's host address comes from: "host_ip",
+ * "server_id", or in 2.0 tables "rank_addr_list". */
+const char *loom_rt_host_field(const struct loom_ranktable *t, int rank);
 
 /* The port of a device when it uses its host address (host != 0:
  * host_port, else device_port) or its device address (device_port);

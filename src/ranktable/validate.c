@@ -1,6 +1,7 @@
 /* validate.c - HCCL's rules over a parsed rank table. Every violation is
  * reported (path + reason); nothing stops at the first. The rank rules
- * (0..N-1, contiguous per server) and the rank index are ranks.c's. */
+ * (0..N-1, in 1.x tables contiguous per server) and the rank index are
+ * ranks.c's; what only 2.0 tables need, v2.c's. */
 #include "build_config.h"
 
 #include <arpa/inet.h>
@@ -198,7 +199,9 @@ static void check_device(struct rt_check *c, struct loom_rt_set *ips,
     if (dev->device_id_str) {
         loom_rt_path(path, "%s.device_id", base);
         dev->device_id = check_decimal(c->d, path, dev->device_id_str);
-        if (dev->device_id >= 0) {
+        /* 2.0: a device_id may repeat in a net_layer 0 instance that spans
+         * hosts (v2.c checks local_id instead) */
+        if (dev->device_id >= 0 && c->t->shape != LOOM_RT_SHAPE_RANK_LIST) {
             snprintf(canon[i], sizeof canon[i], "%d", dev->device_id);
             const struct loom_rt_slot *prev =
                 loom_rt_set_put(ids, canon[i], s, i);
@@ -292,7 +295,7 @@ static void check_servers(struct rt_check *c)
     }
     for (size_t s = 0; s < t->nservers; s++) {
         struct loom_rt_server *srv = &t->servers[s];
-        if (srv->server_id)
+        if (srv->server_id && t->shape != LOOM_RT_SHAPE_RANK_LIST)
             check_server_id(c, &names, s);
         if (srv->host_ip) {
             c->nsrv_host++;
@@ -562,12 +565,14 @@ out:
 loom_result_t loom_rt_validate(struct loom_ranktable *t, struct loom_diag *d)
 {
     struct rt_check c = {.t = t, .d = d};
-    if (t->shape == LOOM_RT_SHAPE_RANK_LIST)
-        return LOOM_ERROR_INVALID_RANKTABLE; /* parse.c said why */
     check_top(&c);
     if (!c.nomem)
         check_servers(&c);
-    if (!c.nomem) {
+    if (!c.nomem && t->shape == LOOM_RT_SHAPE_RANK_LIST) {
+        loom_rt_check_rank_list(t, d, &c.nomem);
+        if (!c.nomem)
+            loom_rt_check_ranks(t, d, c.ndevices, &c.nomem);
+    } else if (!c.nomem) {
         check_nic_form(&c);
         check_shared_address(&c);
         resolve_addresses(&c);

@@ -12,6 +12,7 @@
 enum loom_rt_kind {
     LOOM_RT_STRING,
     LOOM_RT_ARRAY,
+    LOOM_RT_INTEGER, /* a JSON number with no fraction (version 2.0) */
     LOOM_RT_ANY,    /* known, of any type, and not used (no warning) */
 };
 

@@ -25,15 +25,8 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# Every rank listens on its table port (base + its device id): a random base
-# keeps concurrent runs apart, and one below the kernel's ephemeral range
-# cannot be taken first by some connection's local port.
-next_port_base() {
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-    [ "${lo:-0}" -gt 12000 ] 2>/dev/null || lo=32768
-    LOOM_PORT_BASE=$((10000 + ($(od -An -N2 -tu2 /dev/urandom) % (lo - 10016))))
-    export LOOM_PORT_BASE
-}
+# Every rank listens on its table port (base + its device id).
+. "$srcdir/tests/integration/port_base.sh"
 LOOM_BOOTSTRAP_TIMEOUT=15
 export LOOM_BOOTSTRAP_TIMEOUT
 unset LOOM_TEST_PROBE_REFUSE LOOM_RANK RANK_ID RANK OMPI_COMM_WORLD_RANK \
