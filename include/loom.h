@@ -169,7 +169,9 @@ typedef enum loom_dtype {
     LOOM_BFLOAT16 = 7,  /* reduced in float32, rounded to nearest even     */
     LOOM_FLOAT32 = 8,
     LOOM_FLOAT64 = 9,
-    LOOM_DTYPE_COUNT = 10
+    LOOM_INT16 = 10,
+    LOOM_UINT16 = 11,
+    LOOM_DTYPE_COUNT = 12
 } loom_dtype_t;
 
 /* LOOM_AVG is the sum divided by the number of ranks; for integer types the
