@@ -77,11 +77,11 @@ START_TEST(test_tables)
         const char *loom;  /* NULL: Loom only moves it */
         size_t size;
     } types[] = {
-        {HCCL_DATA_TYPE_INT8, "int8", 1},     {HCCL_DATA_TYPE_INT16, NULL, 2},
+        {HCCL_DATA_TYPE_INT8, "int8", 1},     {HCCL_DATA_TYPE_INT16, "int16", 2},
         {HCCL_DATA_TYPE_INT32, "int32", 4},   {HCCL_DATA_TYPE_FP16, "float16", 2},
         {HCCL_DATA_TYPE_FP32, "float32", 4},  {HCCL_DATA_TYPE_INT64, "int64", 8},
         {HCCL_DATA_TYPE_UINT64, "uint64", 8}, {HCCL_DATA_TYPE_UINT8, "uint8", 1},
-        {HCCL_DATA_TYPE_UINT16, NULL, 2},     {HCCL_DATA_TYPE_UINT32, "uint32", 4},
+        {HCCL_DATA_TYPE_UINT16, "uint16", 2},   {HCCL_DATA_TYPE_UINT32, "uint32", 4},
         {HCCL_DATA_TYPE_FP64, "float64", 8},  {HCCL_DATA_TYPE_BFP16, "bfloat16", 2},
         {HCCL_DATA_TYPE_INT128, NULL, 16},    {HCCL_DATA_TYPE_HIF8, NULL, 1},
         {HCCL_DATA_TYPE_FP8E4M3, NULL, 1},    {HCCL_DATA_TYPE_FP8E5M2, NULL, 1},

@@ -55,7 +55,7 @@ chmod +x "$work/rank.sh"
 # --- 1. the headers alone ---------------------------------------------------
 printf '#include <hccl/hccl.h>\n#include <hccl/hccl_types.h>\nint main(void) { HcclCommConfig c; HcclCommConfigInit(&c); return (int)sizeof(HcclRootInfo) - HCCL_ROOT_INFO_BYTES; }\n' >"$work/h.c"
 if command -v cc >/dev/null 2>&1; then
-    if cc -std=c99 -pedantic -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" \
+    if cc -std=c99 -pedantic -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" -I"$srcdir/compat/acl/include" \
         -o "$work/h" "$work/h.c" 2>"$work/h.err" && "$work/h"; then
         pass "headers: C99 -pedantic, sizeof(HcclRootInfo) == HCCL_ROOT_INFO_BYTES"
     else
@@ -64,7 +64,7 @@ if command -v cc >/dev/null 2>&1; then
 fi
 if command -v c++ >/dev/null 2>&1; then
     cp "$work/h.c" "$work/h.cc"
-    if c++ -std=c++11 -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" \
+    if c++ -std=c++11 -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" -I"$srcdir/compat/acl/include" \
         -fsyntax-only "$work/h.cc" 2>"$work/hxx.err"; then
         pass "headers: C++11"
     else

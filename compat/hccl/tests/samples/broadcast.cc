@@ -1,0 +1,32 @@
+// broadcast.cc - as HCCL's 02_broadcast example: root 0's buffer to every
+// rank, in place (HcclBroadcast).
+#include "sample.h"
+
+static int Sample(const Rank &r)
+{
+    uint64_t count = 4 * r.size;
+    const uint32_t root = 0;
+    void *buf = nullptr;
+    ACL_OK(aclrtSetDevice(r.device));
+    std::vector<float> v(count), want(count);
+    for (uint64_t i = 0; i < count; i++) {
+        v[i] = static_cast<float>(r.rank == root ? 500 + i : 0);
+        want[i] = static_cast<float>(500 + i);
+    }
+    if (DeviceFloats(v, &buf))
+        return 1;
+    HcclComm comm;
+    HCCL_OK(JoinComm(r, &comm));
+    aclrtStream stream;
+    ACL_OK(aclrtCreateStream(&stream));
+    HCCL_OK(HcclBroadcast(buf, count, HCCL_DATA_TYPE_FP32, root, comm, stream));
+    ACL_OK(aclrtSynchronizeStream(stream));
+    if (Expect(r, "HcclBroadcast", buf, want))
+        return 1;
+    return Finish(r, comm, stream, {buf});
+}
+
+int main()
+{
+    return RunSample("broadcast", Sample);
+}
