@@ -28,6 +28,8 @@ static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
     va_end(ap);
     /* returned to the caller, who reports it: INFO (loom_comm_set_error) */
     LOOM_INFO(LOOM_SUB_COLL, "%s", comm->errmsg);
+    /* a group with a bad call runs none of its calls */
+    loom_group_fail(LOOM_ERROR_INVALID_ARGUMENT);
     return LOOM_ERROR_INVALID_ARGUMENT;
 }
 
