@@ -24,7 +24,9 @@ loomacldir = $(includedir)/loom-hccl/acl
 loomacl_HEADERS = $(LOOM_ACL_HDRS)
 
 # The CANN-shaped folder: copies of the headers, and lib64/libhccl.so and
-# lib64/libascendcl.so pointing at Loom's libraries in $(libdir).
+# lib64/libascendcl.so pointing at Loom's libraries in $(libdir) (by a
+# relative link where pkglibdir is the usual $(libdir)/loom, so that a
+# staged (DESTDIR) or moved install stays whole).
 ascendhccldir = $(pkglibdir)/ascend/include/hccl
 ascendhccl_HEADERS = \
 	compat/hccl/include/hccl/hccl.h \
@@ -36,8 +38,10 @@ install-ascend-libs:
 	$(MKDIR_P) $(DESTDIR)$(pkglibdir)/ascend/lib64
 	rm -f $(DESTDIR)$(pkglibdir)/ascend/lib64/libhccl.so \
 		$(DESTDIR)$(pkglibdir)/ascend/lib64/libascendcl.so
-	$(LN_S) $(libdir)/libloom_hccl.so $(DESTDIR)$(pkglibdir)/ascend/lib64/libhccl.so
-	$(LN_S) $(libdir)/libloom_acl.so $(DESTDIR)$(pkglibdir)/ascend/lib64/libascendcl.so
+	if test "$(pkglibdir)" = "$(libdir)/$(PACKAGE)"; then to=../../..; \
+	else to='$(libdir)'; fi; \
+	$(LN_S) $$to/libloom_hccl.so $(DESTDIR)$(pkglibdir)/ascend/lib64/libhccl.so && \
+	$(LN_S) $$to/libloom_acl.so $(DESTDIR)$(pkglibdir)/ascend/lib64/libascendcl.so
 uninstall-hook: uninstall-ascend-libs
 uninstall-ascend-libs:
 	rm -f $(DESTDIR)$(pkglibdir)/ascend/lib64/libhccl.so \

@@ -71,6 +71,22 @@ static HcclResult need_comm(const char *what, HcclComm comm)
                 : loom_hccl_fail(HCCL_E_PTR, what, "comm is NULL");
 }
 
+/* A data movement to or from one rank (a root, a peer: `role`): every HCCL
+ * type with a size, as bytes when Loom has no such type. */
+static HcclResult ranked_move_args(const char *what, HcclComm comm,
+                                   HcclDataType dt, uint64_t count,
+                                   uint32_t rank, const char *role,
+                                   loom_dtype_t *ldt, uint64_t *lcount)
+{
+    HcclResult h = need_comm(what, comm);
+    if (h == HCCL_SUCCESS)
+        h = move_args(what, dt, count, ldt, lcount);
+    if (h == HCCL_SUCCESS && rank > INT32_MAX)
+        h = loom_hccl_fail(HCCL_E_PARA, what, "%s %u is out of range", role,
+                           rank);
+    return h;
+}
+
 LOOM_HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf,
                                        uint64_t count, HcclDataType dataType,
                                        HcclReduceOp op, HcclComm comm,
@@ -148,31 +164,13 @@ LOOM_HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count,
     const char *what = "HcclBroadcast";
     loom_dtype_t dt;
     uint64_t lcount;
-    HcclResult h = need_comm(what, comm);
-    if (h == HCCL_SUCCESS)
-        h = move_args(what, dataType, count, &dt, &lcount);
+    HcclResult h = ranked_move_args(what, comm, dataType, count, root, "root",
+                                    &dt, &lcount);
     if (h != HCCL_SUCCESS)
         return h;
-    if (root > INT32_MAX)
-        return loom_hccl_fail(HCCL_E_PARA, what, "root %u is out of range",
-                              root);
     return done(loom_broadcast(buf, lcount, dt, (int)root, (loom_comm_t)comm,
                                (loom_stream_t)stream),
                 what, comm);
-}
-
-/* Send and recv move data: every HCCL type with a size, as bytes when Loom
- * has no such type. */
-static HcclResult p2p_args(const char *what, HcclComm comm, HcclDataType dt,
-                           uint64_t count, uint32_t peer, loom_dtype_t *ldt,
-                           uint64_t *lcount)
-{
-    HcclResult h = need_comm(what, comm);
-    if (h == HCCL_SUCCESS)
-        h = move_args(what, dt, count, ldt, lcount);
-    if (h == HCCL_SUCCESS && peer > INT32_MAX)
-        h = loom_hccl_fail(HCCL_E_PARA, what, "rank %u is out of range", peer);
-    return h;
 }
 
 LOOM_HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count,
@@ -182,7 +180,8 @@ LOOM_HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count,
     const char *what = "HcclSend";
     loom_dtype_t dt;
     uint64_t lcount;
-    HcclResult h = p2p_args(what, comm, dataType, count, destRank, &dt, &lcount);
+    HcclResult h = ranked_move_args(what, comm, dataType, count, destRank,
+                                    "rank", &dt, &lcount);
     if (h != HCCL_SUCCESS)
         return h;
     return done(loom_send(sendBuf, lcount, dt, (int)destRank,
@@ -197,7 +196,8 @@ LOOM_HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count,
     const char *what = "HcclRecv";
     loom_dtype_t dt;
     uint64_t lcount;
-    HcclResult h = p2p_args(what, comm, dataType, count, srcRank, &dt, &lcount);
+    HcclResult h = ranked_move_args(what, comm, dataType, count, srcRank,
+                                    "rank", &dt, &lcount);
     if (h != HCCL_SUCCESS)
         return h;
     return done(loom_recv(recvBuf, lcount, dt, (int)srcRank, (loom_comm_t)comm,
@@ -222,11 +222,8 @@ LOOM_HCCL_API HcclResult HcclScatter(void *sendBuf, void *recvBuf,
     const char *what = "HcclScatter";
     loom_dtype_t dt;
     uint64_t count;
-    HcclResult h = need_comm(what, comm);
-    if (h == HCCL_SUCCESS)
-        h = move_args(what, dataType, recvCount, &dt, &count);
-    if (h == HCCL_SUCCESS && root > INT32_MAX)
-        h = loom_hccl_fail(HCCL_E_PARA, what, "root %u is out of range", root);
+    HcclResult h = ranked_move_args(what, comm, dataType, recvCount, root,
+                                    "root", &dt, &count);
     if (h != HCCL_SUCCESS)
         return h;
     return done(loom_scatter(sendBuf, recvBuf, count, dt, (int)root,

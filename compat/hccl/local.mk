@@ -70,6 +70,7 @@ endif
 # across network namespaces (processes).
 TESTS += compat/hccl/tests/test_hccl_samples.sh
 EXTRA_DIST += compat/hccl/tests/test_hccl_samples.sh \
+	compat/hccl/tests/hccl_test_lib.sh \
 	compat/hccl/tests/samples/sample.h \
 	compat/hccl/tests/samples/send_recv.cc \
 	compat/hccl/tests/samples/batch_send_recv_ring.cc \

@@ -37,6 +37,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_hccl_samples.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 failures=0
+. "$srcdir/compat/hccl/tests/hccl_test_lib.sh"
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
@@ -58,6 +59,14 @@ for s in $SAMPLES; do
     fi
 done
 [ -n "$built" ] && pass "built as C++14 -Werror against $ASCEND_HOME_PATH:$built"
+# where the installed folder is announced
+if command -v pkg-config >/dev/null 2>&1 && [ -f "$builddir/loom-hccl.pc" ]; then
+    home=$(PKG_CONFIG_PATH=$builddir pkg-config --variable=ascend_home loom-hccl 2>&1)
+    case $home in
+    */loom/ascend) pass "pkg-config --variable=ascend_home loom-hccl: $home" ;;
+    *) fail "pkg-config --variable=ascend_home loom-hccl: $home" ;;
+    esac
+fi
 
 # --- 2. threads in one process ------------------------------------------------
 for n in 2 4 8; do
@@ -76,12 +85,6 @@ for n in 2 4 8; do
 done
 
 # --- 3. a process per rank, 2-server loopback table ----------------------------
-next_port_base() {
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-    [ "${lo:-0}" -gt 12000 ] 2>/dev/null || lo=32768
-    LOOM_PORT_BASE=$((10000 + ($(od -An -N2 -tu2 /dev/urandom) % (lo - 10016))))
-    export LOOM_PORT_BASE
-}
 # What an HCCL launcher sets, from what loom-run or the netns harness
 # gives each rank; $1 is the sample.
 cat >"$work/rank.sh" <<EOF
@@ -113,38 +116,19 @@ done
 # --- 4. network namespaces ------------------------------------------------------
 netns() {
     . "$srcdir/tests/netns/lib.sh"
-    trap 'netns_cleanup' EXIT
-    netns_setup
-    local table=$work/hosts.json s r rc good ok=""
-    "$RT" generate --servers 10.77.0.11,10.77.0.12,10.77.0.13 --devices 2 \
-        -o "$table" >/dev/null || { echo "FAIL: generate"; return 1; }
+    hccl_netns_setup || return 1
+    local s ok=""
     for s in $built; do
-        local dir=$work/netns.$s
-        NETNS_PROG=$work/rank.sh netns_start "$dir" 6 LOOM_RANK_TABLE="$table" \
-            LOOM_NRANKS=6 LOOM_PORT_BASE=29800 LD_LIBRARY_PATH="$LD_LIBRARY_PATH" -- "$work/$s"
-        netns_wait "$dir" 6 120 || echo "FAIL: netns: $s: ranks killed after 120 s"
-        good=0
-        for r in $(seq 0 5); do
-            rc=$(cut -d' ' -f1 "$dir/end.$r")
-            if [ "$rc" = 0 ] && grep -q "^$s: rank $r of 6 ok$" "$dir/out.$r"; then
-                good=$((good + 1))
-            else
-                echo "FAIL: netns: $s rank $r exit $rc: $(tail -c 600 "$dir/out.$r") $(head -c 600 "$dir/err.$r")"
-            fi
-        done
-        [ "$good" = 6 ] && ok="$ok $s"
+        NETNS_PROG=$work/rank.sh netns_start "$work/netns.$s" 6 \
+            LOOM_RANK_TABLE="$work/hosts.json" LOOM_NRANKS=6 LOOM_PORT_BASE=29800 \
+            LD_LIBRARY_PATH="$LD_LIBRARY_PATH" -- "$work/$s"
+        netns_wait "$work/netns.$s" 6 120 || echo "FAIL: netns: $s: ranks killed after 120 s"
+        [ "$(hccl_netns_count "$work/netns.$s" "^$s: rank @R@ of 6 ok$")" = 6 ] && ok="$ok $s"
     done
     echo "ok: 6 processes on 3 network namespaces (host-NIC table):$ok"
     [ "$ok" = "$built" ] || return 1
 }
-(netns) >"$work/netns.log" 2>&1
-rc=$?
-cat "$work/netns.log"
-case $rc in
-0) ;;
-77) echo "netns part skipped (see above)" ;;
-*) failures=$((failures + 1)) ;;
-esac
+hccl_netns_part netns
 
 if [ "$failures" -gt 0 ]; then
     echo "$failures check(s) failed"

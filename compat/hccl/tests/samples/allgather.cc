@@ -17,14 +17,11 @@ static int Sample(const Rank &r)
         return 1;
     ACL_OK(aclrtMalloc(&recvBuf, want.size() * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
-    HCCL_OK(HcclAllGather(sendBuf, recvBuf, count, HCCL_DATA_TYPE_FP32, comm, stream));
-    ACL_OK(aclrtSynchronizeStream(stream));
-    if (Expect(r, "HcclAllGather", recvBuf, want))
+    if (Open(r, &comm, &stream))
         return 1;
-    return Finish(r, comm, stream, {sendBuf, recvBuf});
+    HCCL_OK(HcclAllGather(sendBuf, recvBuf, count, HCCL_DATA_TYPE_FP32, comm, stream));
+    return Complete(r, comm, stream, "HcclAllGather", recvBuf, want, {sendBuf, recvBuf});
 }
 
 int main()

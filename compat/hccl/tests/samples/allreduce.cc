@@ -22,15 +22,12 @@ static int Sample(const Rank &r)
         return 1;
     ACL_OK(aclrtMalloc(&recvBuf, count * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     HCCL_OK(HcclAllReduce(sendBuf, recvBuf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM,
                           comm, stream));
-    ACL_OK(aclrtSynchronizeStream(stream));
-    if (Expect(r, "HcclAllReduce", recvBuf, want))
-        return 1;
-    return Finish(r, comm, stream, {sendBuf, recvBuf});
+    return Complete(r, comm, stream, "HcclAllReduce", recvBuf, want, {sendBuf, recvBuf});
 }
 
 int main()

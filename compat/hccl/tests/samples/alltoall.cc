@@ -22,15 +22,12 @@ static int Sample(const Rank &r)
         return 1;
     ACL_OK(aclrtMalloc(&recvBuf, total * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     HCCL_OK(HcclAlltoAll(sendBuf, blk, HCCL_DATA_TYPE_FP32, recvBuf, blk, HCCL_DATA_TYPE_FP32,
                          comm, stream));
-    ACL_OK(aclrtSynchronizeStream(stream));
-    if (Expect(r, "HcclAlltoAll", recvBuf, want))
-        return 1;
-    return Finish(r, comm, stream, {sendBuf, recvBuf});
+    return Complete(r, comm, stream, "HcclAlltoAll", recvBuf, want, {sendBuf, recvBuf});
 }
 
 int main()

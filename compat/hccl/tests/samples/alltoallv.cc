@@ -44,16 +44,13 @@ static int Sample(const Rank &r)
     if (rtotal)
         ACL_OK(aclrtMalloc(&recvBuf, rtotal * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     HCCL_OK(HcclAlltoAllV(sendBuf, sendCounts.data(), sdispls.data(), HCCL_DATA_TYPE_FP32,
                           recvBuf, recvCounts.data(), rdispls.data(), HCCL_DATA_TYPE_FP32,
                           comm, stream));
-    ACL_OK(aclrtSynchronizeStream(stream));
-    if (Expect(r, "HcclAlltoAllV", recvBuf, want))
-        return 1;
-    return Finish(r, comm, stream, {sendBuf, recvBuf});
+    return Complete(r, comm, stream, "HcclAlltoAllV", recvBuf, want, {sendBuf, recvBuf});
 }
 
 int main()

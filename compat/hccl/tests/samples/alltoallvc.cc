@@ -34,15 +34,12 @@ static int Sample(const Rank &r)
     if (!want.empty())
         ACL_OK(aclrtMalloc(&recvBuf, want.size() * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     HCCL_OK(HcclAlltoAllVC(sendBuf, matrix.data(), HCCL_DATA_TYPE_FP32, recvBuf,
                            HCCL_DATA_TYPE_FP32, comm, stream));
-    ACL_OK(aclrtSynchronizeStream(stream));
-    if (Expect(r, "HcclAlltoAllVC", recvBuf, want))
-        return 1;
-    return Finish(r, comm, stream, {sendBuf, recvBuf});
+    return Complete(r, comm, stream, "HcclAlltoAllVC", recvBuf, want, {sendBuf, recvBuf});
 }
 
 int main()

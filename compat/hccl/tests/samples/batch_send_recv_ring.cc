@@ -15,9 +15,9 @@ static int Sample(const Rank &r)
         return 1;
     ACL_OK(aclrtMalloc(&recvBuf, count * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     uint32_t next = (r.rank + 1) % r.size, prev = (r.rank + r.size - 1) % r.size;
     HcclSendRecvItem items[2];
     items[0] = HcclSendRecvItem{HCCL_SEND, sendBuf, count, HCCL_DATA_TYPE_FP32, next};

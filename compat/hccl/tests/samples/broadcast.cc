@@ -16,14 +16,11 @@ static int Sample(const Rank &r)
     if (DeviceFloats(v, &buf))
         return 1;
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
-    HCCL_OK(HcclBroadcast(buf, count, HCCL_DATA_TYPE_FP32, root, comm, stream));
-    ACL_OK(aclrtSynchronizeStream(stream));
-    if (Expect(r, "HcclBroadcast", buf, want))
+    if (Open(r, &comm, &stream))
         return 1;
-    return Finish(r, comm, stream, {buf});
+    HCCL_OK(HcclBroadcast(buf, count, HCCL_DATA_TYPE_FP32, root, comm, stream));
+    return Complete(r, comm, stream, "HcclBroadcast", buf, want, {buf});
 }
 
 int main()

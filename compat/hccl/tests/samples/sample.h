@@ -108,6 +108,15 @@ inline int Expect(const Rank &r, const char *what, const void *dev,
     return bad >= 0 ? 1 : 0;
 }
 
+// The communicator and the stream of a rank, made as the examples make
+// them.
+inline int Open(const Rank &r, HcclComm *comm, aclrtStream *stream)
+{
+    HCCL_OK(JoinComm(r, comm));
+    ACL_OK(aclrtCreateStream(stream));
+    return 0;
+}
+
 typedef int (*SampleFn)(const Rank &);
 
 inline int RunThreads(const char *name, SampleFn fn)
@@ -181,6 +190,17 @@ inline int Finish(const Rank &r, HcclComm comm, aclrtStream stream,
     ACL_OK(aclrtDestroyStream(stream));
     ACL_OK(aclrtResetDevice(r.device));
     return 0;
+}
+
+// Wait for the stream, check the result, free what the rank holds.
+inline int Complete(const Rank &r, HcclComm comm, aclrtStream stream, const char *what,
+                    const void *result, const std::vector<float> &want,
+                    std::vector<void *> bufs)
+{
+    ACL_OK(aclrtSynchronizeStream(stream));
+    if (Expect(r, what, result, want))
+        return 1;
+    return Finish(r, comm, stream, bufs);
 }
 
 #endif

@@ -17,9 +17,9 @@ static int Sample(const Rank &r)
     }
     ACL_OK(aclrtMalloc(&recvBuf, recvCount * sizeof(float), ACL_MEM_MALLOC_HUGE_ONLY));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     HCCL_OK(HcclScatter(sendBuf, recvBuf, recvCount, HCCL_DATA_TYPE_FP32, root, comm, stream));
     ACL_OK(aclrtSynchronizeStream(stream));
     std::vector<float> want(recvCount);

@@ -9,9 +9,9 @@ static int Sample(const Rank &r)
     void *sendBuf = nullptr, *recvBuf = nullptr;
     ACL_OK(aclrtSetDevice(r.device));
     HcclComm comm;
-    HCCL_OK(JoinComm(r, &comm));
     aclrtStream stream;
-    ACL_OK(aclrtCreateStream(&stream));
+    if (Open(r, &comm, &stream))
+        return 1;
     bool sender = r.rank % 2 == 0;
     if (sender && r.rank + 1 >= r.size) // an odd job's last rank has no partner
         sender = false;
