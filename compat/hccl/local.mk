@@ -39,8 +39,8 @@ CLEANFILES += loom-hccl.pc
 EXTRA_DIST += compat/hccl/loom-hccl.pc.in docs/hccl.md
 
 # The program written against HCCL's documentation: built with nothing but
-# the HCCL include folder (no Loom header, no build_config.h), linked with
-# libloom_hccl.
+# the HCCL include folder and the ACL one hccl.h includes (no Loom header,
+# no build_config.h), linked with libloom_hccl.
 check_PROGRAMS += compat/hccl/tests/hccl_api_test
 compat_hccl_tests_hccl_api_test_SOURCES = compat/hccl/tests/hccl_api_test.c
 compat_hccl_tests_hccl_api_test_CPPFLAGS = -I$(srcdir)/compat/hccl/include \
