@@ -169,7 +169,9 @@ typedef enum loom_dtype {
     LOOM_BFLOAT16 = 7,  /* reduced in float32, rounded to nearest even     */
     LOOM_FLOAT32 = 8,
     LOOM_FLOAT64 = 9,
-    LOOM_DTYPE_COUNT = 10
+    LOOM_INT16 = 10,
+    LOOM_UINT16 = 11,
+    LOOM_DTYPE_COUNT = 12
 } loom_dtype_t;
 
 /* LOOM_AVG is the sum divided by the number of ranks; for integer types the
@@ -402,6 +404,18 @@ LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
 LOOM_API loom_result_t loom_alltoall(const void *sendbuf, void *recvbuf,
                                      uint64_t count, loom_dtype_t dtype,
                                      loom_comm_t comm, loom_stream_t stream);
+/* Blocks of any size: rank i sends sendcounts[j] elements from
+ * sendbuf + sdispls[j] to rank j, which receives them at recvbuf +
+ * rdispls[i] and must have recvcounts[i] equal to that count (else
+ * LOOM_ERROR_MISMATCH naming both counts). Counts and displacements are in
+ * elements, nranks of each; zeros are allowed; the arrays are copied at the
+ * call. In place when sendbuf == recvbuf (the send blocks are copied
+ * first). Not inside a group. */
+LOOM_API loom_result_t loom_alltoallv(const void *sendbuf, const uint64_t *sendcounts,
+                                      const uint64_t *sdispls, void *recvbuf,
+                                      const uint64_t *recvcounts,
+                                      const uint64_t *rdispls, loom_dtype_t dtype,
+                                      loom_comm_t comm, loom_stream_t stream);
 /* root receives rank j's sendcount elements at block j of recvbuf (recvbuf
  * matters on root only). */
 LOOM_API loom_result_t loom_gather(const void *sendbuf, void *recvbuf,

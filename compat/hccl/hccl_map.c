@@ -20,14 +20,14 @@ struct dtype_row {
 /* Indexed by HcclDataType (0..17). */
 static const struct dtype_row dtype_rows[] = {
     [HCCL_DATA_TYPE_INT8] = {"int8", 1, 1, LOOM_INT8},
-    [HCCL_DATA_TYPE_INT16] = {"int16", 2, 0, 0},
+    [HCCL_DATA_TYPE_INT16] = {"int16", 2, 1, LOOM_INT16},
     [HCCL_DATA_TYPE_INT32] = {"int32", 4, 1, LOOM_INT32},
     [HCCL_DATA_TYPE_FP16] = {"fp16", 2, 1, LOOM_FLOAT16},
     [HCCL_DATA_TYPE_FP32] = {"fp32", 4, 1, LOOM_FLOAT32},
     [HCCL_DATA_TYPE_INT64] = {"int64", 8, 1, LOOM_INT64},
     [HCCL_DATA_TYPE_UINT64] = {"uint64", 8, 1, LOOM_UINT64},
     [HCCL_DATA_TYPE_UINT8] = {"uint8", 1, 1, LOOM_UINT8},
-    [HCCL_DATA_TYPE_UINT16] = {"uint16", 2, 0, 0},
+    [HCCL_DATA_TYPE_UINT16] = {"uint16", 2, 1, LOOM_UINT16},
     [HCCL_DATA_TYPE_UINT32] = {"uint32", 4, 1, LOOM_UINT32},
     [HCCL_DATA_TYPE_FP64] = {"fp64", 8, 1, LOOM_FLOAT64},
     [HCCL_DATA_TYPE_BFP16] = {"bfp16", 2, 1, LOOM_BFLOAT16},

@@ -92,11 +92,13 @@ def features():
 
 # ---- dtypes and buffers -------------------------------------------------------
 
-INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = range(10)
+(INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16,
+ UINT16) = range(12)
 _NAMES = {"int8": INT8, "uint8": UINT8, "int32": INT32, "uint32": UINT32, "int64": INT64,
           "uint64": UINT64, "float16": FLOAT16, "bfloat16": BFLOAT16, "float32": FLOAT32,
-          "float64": FLOAT64}
-_SUPPORTED = "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64"
+          "float64": FLOAT64, "int16": INT16, "uint16": UINT16}
+_SUPPORTED = ("int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, "
+              "float32, float64")
 
 
 def _numpy():

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -27,6 +28,8 @@ static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
     va_end(ap);
     /* returned to the caller, who reports it: INFO (loom_comm_set_error) */
     LOOM_INFO(LOOM_SUB_COLL, "%s", comm->errmsg);
+    /* a group with a bad call runs none of its calls */
+    loom_group_fail(LOOM_ERROR_INVALID_ARGUMENT);
     return LOOM_ERROR_INVALID_ARGUMENT;
 }
 
@@ -220,6 +223,67 @@ LOOM_API loom_result_t loom_alltoall(const void *sendbuf, void *recvbuf,
     struct loom_op d = {.kind = LOOM_OP_ALLTOALL, .sendbuf = sendbuf,
                         .recvbuf = recvbuf, .count = count, .dtype = dtype};
     return submit(&d, LOOM_SUM, comm, stream);
+}
+
+/* One side's counts and displacements: present, within size_t, and a
+ * buffer where any block is not empty. */
+static loom_result_t check_blocks(struct loom_comm *comm, const char *side,
+                                  const void *buf, const uint64_t *counts,
+                                  const uint64_t *displs, size_t esz)
+{
+    const char *cname = side[0] == 's' ? "sendcounts" : "recvcounts";
+    const char *dname = side[0] == 's' ? "sdispls" : "rdispls";
+    if (!counts || !displs)
+        return bad(comm, "alltoallv: %s is NULL", counts ? dname : cname);
+    uint64_t limit = (uint64_t)(SIZE_MAX / 2) / esz;
+    for (int j = 0; j < comm->nranks; j++) {
+        if (counts[j] > limit || displs[j] > limit - counts[j])
+            return bad(comm, "alltoallv: %s[%d] %llu at %s[%d] %llu is too large", cname,
+                       j, (unsigned long long)counts[j], dname, j,
+                       (unsigned long long)displs[j]);
+        if (counts[j] && !buf)
+            return bad(comm, "alltoallv: %s is NULL with %s[%d] %llu", side, cname, j,
+                       (unsigned long long)counts[j]);
+    }
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_alltoallv(const void *sendbuf, const uint64_t *sendcounts,
+                                      const uint64_t *sdispls, void *recvbuf,
+                                      const uint64_t *recvcounts,
+                                      const uint64_t *rdispls, loom_dtype_t dtype,
+                                      loom_comm_t comm, loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    if ((unsigned)dtype >= LOOM_DTYPE_COUNT)
+        return bad(comm, "alltoallv: dtype %d is not a loom_dtype_t", (int)dtype);
+    if (loom_group_depth() > 0)
+        return bad(comm, "alltoallv: not inside a group (loom_group_start/end); call it "
+                   "before or after the group");
+    size_t esz = loom_dtype_size(dtype);
+    LOOM_CHECK(check_blocks(comm, "sendbuf", sendbuf, sendcounts, sdispls, esz));
+    LOOM_CHECK(check_blocks(comm, "recvbuf", recvbuf, recvcounts, rdispls, esz));
+    int me = comm->rank, n = comm->nranks;
+    if (sendcounts[me] != recvcounts[me])
+        return bad(comm, "alltoallv: rank %d sends itself %llu elements (sendcounts[%d]) "
+                   "but receives %llu (recvcounts[%d])", me,
+                   (unsigned long long)sendcounts[me], me,
+                   (unsigned long long)recvcounts[me], me);
+    size_t row = (size_t)n * sizeof(uint64_t);
+    uint64_t *v = malloc(4 * row);
+    if (!v)
+        return bad(comm, "alltoallv: cannot allocate %zu bytes for the counts", 4 * row);
+    memcpy(v, sendcounts, row);
+    memcpy(v + n, sdispls, row);
+    memcpy(v + 2 * (size_t)n, recvcounts, row);
+    memcpy(v + 3 * (size_t)n, rdispls, row);
+    struct loom_op d = {.kind = LOOM_OP_ALLTOALLV, .sendbuf = sendbuf,
+                        .recvbuf = recvbuf, .dtype = dtype, .vcounts = v};
+    loom_result_t res = submit(&d, LOOM_SUM, comm, stream);
+    /* a queued stream op owns the counts now (freed when it has run) */
+    if (!stream || res < 0)
+        free(v);
+    return res;
 }
 
 LOOM_API loom_result_t loom_gather(const void *sendbuf, void *recvbuf,

@@ -129,6 +129,9 @@ static const struct config_var config_vars[] = {
      "this process's rank, read by loom_comm_init_env", NULL},
     {"LOOM_NRANKS", CONFIG_INT, "0", NO_FIELD, 0, 0, INT_MAX, 0,
      "number of ranks, set by loom-run for its children", NULL},
+    {"LOOM_ACL_DEVICES", CONFIG_INT, "0", NO_FIELD, 0, 0, 4096, 0,
+     "libloom_acl: the devices aclrtGetDeviceCount reports; 0 = this server's in the rank "
+     "table, else 8", NULL},
 };
 #define CONFIG_NVARS (sizeof(config_vars) / sizeof(config_vars[0]))
 

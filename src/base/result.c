@@ -40,10 +40,11 @@ LOOM_API loom_result_t loom_get_version(int *code, const char **version_string)
 }
 
 
-static const size_t dtype_sizes[LOOM_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static const size_t dtype_sizes[LOOM_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2};
 static const char *const dtype_names[LOOM_DTYPE_COUNT] = {
     "int8", "uint8", "int32", "uint32", "int64",
-    "uint64", "float16", "bfloat16", "float32", "float64"};
+    "uint64", "float16", "bfloat16", "float32", "float64",
+    "int16", "uint16"};
 static const char *const redop_names[LOOM_REDOP_COUNT] = {"sum", "prod", "min",
                                                           "max", "avg"};
 

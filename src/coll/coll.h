@@ -47,6 +47,11 @@ void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
 /* Post a send or receive of len bytes to/from peer. */
 loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
                             int peer, int is_send, void *buf, size_t len);
+/* The same with the message's own fingerprint and count (alltoallv's
+ * messages), instead of w->op's. */
+loom_result_t loom_p2p_post_msg(struct loom_waiter *w, struct loom_tx_req *req,
+                                int peer, int is_send, void *buf, size_t len,
+                                uint32_t desc, uint64_t count);
 /* Move bytes without waiting. */
 loom_result_t loom_p2p_progress(struct loom_waiter *w);
 /* Nothing completed in the caller's last look: spin, yield, then sleep in
@@ -165,6 +170,7 @@ loom_result_t loom_p2p_mismatch(struct loom_comm *comm, const struct loom_op *wo
                                 const struct loom_tx_mismatch *m);
 
 loom_result_t loom_pairwise_alltoall(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_pairwise_alltoallv(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_linear_gather(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_linear_scatter(struct loom_comm *comm, struct loom_op *op);
 

@@ -60,6 +60,11 @@ loom_result_t loom_coll_run_ext(struct loom_comm *comm, struct loom_op *op)
             return loom_pairwise_alltoall(comm, op);
         return op->kind == LOOM_OP_GATHER ? loom_linear_gather(comm, op)
                                           : loom_linear_scatter(comm, op);
+    case LOOM_OP_ALLTOALLV:
+        LOOM_INFO(LOOM_SUB_COLL, "alltoallv #%llu: %s, algorithm pairwise, %d ranks",
+                  (unsigned long long)op->seq, loom_dtype_name(op->dtype), comm->nranks);
+        loom_shm_note_call(comm, op);
+        return loom_pairwise_alltoallv(comm, op);
     case LOOM_OP_SEND:
     case LOOM_OP_RECV:
         return loom_p2p_batch(comm, op, op, 1);

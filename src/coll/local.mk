@@ -17,6 +17,7 @@ libloom_core_la_SOURCES += \
 	src/coll/hier.c \
 	src/coll/sendrecv.c \
 	src/coll/alltoall.c \
+	src/coll/alltoallv.c \
 	src/coll/gather.c \
 	src/coll/coalesce.c \
 	src/coll/group_run.c

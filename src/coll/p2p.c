@@ -59,7 +59,10 @@ static loom_result_t mismatch_failed(struct loom_waiter *w)
     if (loom_p2p_involved(w->op, m))
         return loom_p2p_mismatch(comm, w->op, m); /* sendrecv.c */
     char mine[160], theirs[160];
-    describe_op(w->op, mine, sizeof mine);
+    if (w->op->kind == LOOM_OP_ALLTOALLV) /* counts differ per peer */
+        loom_op_describe_vpeer(w->op, comm->nranks, m->peer, mine, sizeof mine);
+    else
+        describe_op(w->op, mine, sizeof mine);
     uint64_t seq = loom_op_tag_seq(m->tag, w->op->seq);
     loom_op_format(m->desc, m->count, seq, theirs, sizeof theirs);
     comm->blame = m->peer;
@@ -240,6 +243,14 @@ static loom_result_t probe_read(struct loom_waiter *w)
 loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
                             int peer, int is_send, void *buf, size_t len)
 {
+    return loom_p2p_post_msg(w, req, peer, is_send, buf, len, loom_op_desc(w->op),
+                             w->op->count);
+}
+
+loom_result_t loom_p2p_post_msg(struct loom_waiter *w, struct loom_tx_req *req,
+                                int peer, int is_send, void *buf, size_t len,
+                                uint32_t desc, uint64_t count)
+{
     struct loom_comm *comm = w->comm;
     struct loom_tx *tx = comm->tx;
     if (!comm->peer_used[peer]) {
@@ -258,8 +269,8 @@ loom_result_t loom_p2p_post(struct loom_waiter *w, struct loom_tx_req *req,
     req->buf = buf;
     req->len = len;
     req->tag = loom_op_tag(w->op->seq);
-    req->desc = loom_op_desc(w->op);
-    req->count = w->op->count;
+    req->desc = desc;
+    req->count = count;
     req->mem = w->op->mem;
     if (!(tx->caps & LOOM_TX_CAP_FINGERPRINT))
         LOOM_CHECK(env_post(w, req));

@@ -19,6 +19,7 @@ static const char *const kind_names[LOOM_OP_KIND_COUNT] = {
     [LOOM_OP_SEND] = "send",
     [LOOM_OP_RECV] = "recv",
     [LOOM_OP_GROUP] = "group",
+    [LOOM_OP_ALLTOALLV] = "alltoallv",
 };
 
 const char *loom_op_kind_name(enum loom_op_kind kind)
@@ -35,6 +36,8 @@ void loom_op_release(struct loom_op *op)
         op->subs = NULL;
         op->nsubs = 0;
     }
+    free(op->vcounts);
+    op->vcounts = NULL;
 }
 
 void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
@@ -78,6 +81,14 @@ void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
     case LOOM_OP_GROUP:
         snprintf(buf, len, "group(%llu calls) #%llu", c, q);
         break;
+    case LOOM_OP_ALLTOALLV:
+        if (root == 1) /* one message of the call: its own count */
+            snprintf(buf, len, "alltoallv(%s, %llu to this rank)%s%llu%s",
+                     loom_dtype_name(dtype), c, num, q, end);
+        else
+            snprintf(buf, len, "alltoallv(%s)%s%llu%s", loom_dtype_name(dtype), num, q,
+                     end);
+        break;
     default:
         snprintf(buf, len, "%s(%s, %llu, %s)%s%llu%s", loom_op_kind_name(kind),
                  loom_dtype_name(dtype), c, loom_redop_name(op), num, q, end);
@@ -104,4 +115,18 @@ void loom_op_describe(const struct loom_op *op, char *buf, size_t len)
         loom_op_format(loom_op_desc(op), op->count, op->seq, buf, len);
         break;
     }
+}
+
+void loom_op_describe_vpeer(const struct loom_op *op, int nranks, int peer, char *buf,
+                            size_t len)
+{
+    const uint64_t *v = op->vcounts;
+    if (!v || peer < 0 || peer >= nranks) {
+        loom_op_describe(op, buf, len);
+        return;
+    }
+    /* vcounts: sendcounts, sdispls, recvcounts, rdispls */
+    snprintf(buf, len, "alltoallv(%s, %llu from rank %d, %llu to it) #%llu",
+             loom_dtype_name(op->dtype), (unsigned long long)v[2 * (size_t)nranks + peer],
+             peer, (unsigned long long)v[peer], (unsigned long long)op->seq);
 }

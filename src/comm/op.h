@@ -32,6 +32,9 @@ enum loom_op_kind {
     LOOM_OP_RECV,
     /* the calls of one loom_group_start/end on one communicator (group.c) */
     LOOM_OP_GROUP,
+    /* blocks of any size per peer (alltoallv.c): each message carries its
+     * own element count, so a rank that expects another count is named */
+    LOOM_OP_ALLTOALLV,
     LOOM_OP_KIND_COUNT /* at most 16: the fingerprint keeps 4 bits */
 };
 
@@ -71,6 +74,10 @@ struct loom_op {
     int nsubs;
     uint32_t nseqs;
     void *exec;             /* group: the executor's state, for messages    */
+    /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (nranks each, in
+     * elements), copied at the call (owned; freed by loom_op_release);
+     * count is 0, which every rank agrees on */
+    uint64_t *vcounts;
     /* stream bookkeeping (stream == NULL: blocking caller) */
     struct loom_stream *stream;
     uint64_t ticket;
@@ -119,7 +126,8 @@ static inline uint32_t loom_op_nseqs(const struct loom_op *op)
     return op->kind == LOOM_OP_GROUP || op->nseqs ? op->nseqs : 1;
 }
 
-/* Free what an op owns beyond itself (a group's calls). */
+/* Free what an op owns beyond itself (a group's calls, alltoallv's
+ * counts). */
 void loom_op_release(struct loom_op *op);
 
 /* The call's fingerprint carried by every message: kind, dtype, op and
@@ -132,6 +140,13 @@ static inline uint32_t loom_op_desc(const struct loom_op *op)
            ((uint32_t)op->op & 0xf) << 8 | ((uint32_t)op->root & 0xfffff) << 12;
 }
 
+/* The fingerprint of one alltoallv message: the call's, marked (root 1) as
+ * a message whose count is that message's elements. */
+static inline uint32_t loom_op_desc_vmsg(const struct loom_op *op)
+{
+    return loom_op_desc(op) | 1u << 12;
+}
+
 /* "allreduce(float32, 1024, sum) #17" from a fingerprint ("... (set-up #2)"
  * for an internal call). */
 void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
@@ -139,5 +154,9 @@ void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
 /* The same for an op, naming its peer for send/recv ("recv(float32, 12,
  * from rank 0) #3") and its calls for a group. */
 void loom_op_describe(const struct loom_op *op, char *buf, size_t len);
+/* An alltoallv op as peer sees it: "alltoallv(int32, 3 from rank 2, 5 to
+ * it) #4". */
+void loom_op_describe_vpeer(const struct loom_op *op, int nranks, int peer, char *buf,
+                            size_t len);
 
 #endif

@@ -35,6 +35,12 @@ int loom_group_depth(void)
     return g_depth;
 }
 
+void loom_group_fail(loom_result_t err)
+{
+    if (g_depth > 0 && g_err == LOOM_SUCCESS)
+        g_err = err;
+}
+
 LOOM_API loom_result_t loom_group_start(void)
 {
     if (g_depth == 0) {

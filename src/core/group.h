@@ -12,5 +12,8 @@ int loom_group_depth(void);
  * Errors (a second stream on one communicator, no memory) are returned
  * now and again by loom_group_end, which then runs nothing. */
 loom_result_t loom_group_add(struct loom_comm *comm, const struct loom_op *op);
+/* A call of this thread's group failed its argument checks: the group
+ * runs nothing and loom_group_end returns err (the first such). */
+void loom_group_fail(loom_result_t err);
 
 #endif

@@ -20,6 +20,8 @@
 
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_i8, int8_t, uint8_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_u8, uint8_t, uint8_t)
+LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_i16, int16_t, uint16_t)
+LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_u16, uint16_t, uint16_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_i32, int32_t, uint32_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_u32, uint32_t, uint32_t)
 LOOM_RG_INT_ELEMS(LOOM_RG_GENERIC, g_i64, int64_t, uint64_t)
@@ -31,6 +33,8 @@ LOOM_RG_FLOAT_ELEMS(LOOM_RG_GENERIC, g_f64, double)
 
 LOOM_RG_OPS(LOOM_RG_GENERIC, g_i8, int8_t)
 LOOM_RG_OPS(LOOM_RG_GENERIC, g_u8, uint8_t)
+LOOM_RG_OPS(LOOM_RG_GENERIC, g_i16, int16_t)
+LOOM_RG_OPS(LOOM_RG_GENERIC, g_u16, uint16_t)
 LOOM_RG_OPS(LOOM_RG_GENERIC, g_i32, int32_t)
 LOOM_RG_OPS(LOOM_RG_GENERIC, g_u32, uint32_t)
 LOOM_RG_OPS(LOOM_RG_GENERIC, g_i64, int64_t)
@@ -44,6 +48,8 @@ const loom_reduce_fn
     loom_reduce_generic_table[LOOM_DTYPE_COUNT][LOOM_REDUCE_TABLE_OPS] = {
         [LOOM_INT8] = LOOM_RG_ROW(g_i8),
         [LOOM_UINT8] = LOOM_RG_ROW(g_u8),
+        [LOOM_INT16] = LOOM_RG_ROW(g_i16),
+        [LOOM_UINT16] = LOOM_RG_ROW(g_u16),
         [LOOM_INT32] = LOOM_RG_ROW(g_i32),
         [LOOM_UINT32] = LOOM_RG_ROW(g_u32),
         [LOOM_INT64] = LOOM_RG_ROW(g_i64),
@@ -78,6 +84,8 @@ void loom_reduce_avg_finish_kernel(void *buf, size_t count, loom_dtype_t dtype,
     switch (dtype) {
     case LOOM_INT8: LOOM_RG_DIV_LOOP(int8_t, int64_t); break;
     case LOOM_UINT8: LOOM_RG_DIV_LOOP(uint8_t, uint64_t); break;
+    case LOOM_INT16: LOOM_RG_DIV_LOOP(int16_t, int64_t); break;
+    case LOOM_UINT16: LOOM_RG_DIV_LOOP(uint16_t, uint64_t); break;
     case LOOM_INT32: LOOM_RG_DIV_LOOP(int32_t, int64_t); break;
     case LOOM_UINT32: LOOM_RG_DIV_LOOP(uint32_t, uint64_t); break;
     case LOOM_INT64: LOOM_RG_DIV_LOOP(int64_t, int64_t); break;

@@ -47,6 +47,8 @@ int loom_reduce_x86_supported(void)
 
 LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i8, int8_t, uint8_t)
 LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_u8, uint8_t, uint8_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i16, int16_t, uint16_t)
+LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_u16, uint16_t, uint16_t)
 LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i32, int32_t, uint32_t)
 LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_u32, uint32_t, uint32_t)
 LOOM_RG_INT_ELEMS(LOOM_RX_ATTR, x_i64, int64_t, uint64_t)
@@ -56,6 +58,8 @@ LOOM_RG_FLOAT_ELEMS(LOOM_RX_ATTR, x_f64, double)
 
 LOOM_RG_OPS(LOOM_RX_ATTR, x_i8, int8_t)
 LOOM_RG_OPS(LOOM_RX_ATTR, x_u8, uint8_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_i16, int16_t)
+LOOM_RG_OPS(LOOM_RX_ATTR, x_u16, uint16_t)
 LOOM_RG_OPS(LOOM_RX_ATTR, x_i32, int32_t)
 LOOM_RG_OPS(LOOM_RX_ATTR, x_u32, uint32_t)
 LOOM_RG_OPS(LOOM_RX_ATTR, x_i64, int64_t)
@@ -171,6 +175,8 @@ const loom_reduce_fn
     loom_reduce_x86_table[LOOM_DTYPE_COUNT][LOOM_REDUCE_TABLE_OPS] = {
         [LOOM_INT8] = LOOM_RG_ROW(x_i8),
         [LOOM_UINT8] = LOOM_RG_ROW(x_u8),
+        [LOOM_INT16] = LOOM_RG_ROW(x_i16),
+        [LOOM_UINT16] = LOOM_RG_ROW(x_u16),
         [LOOM_INT32] = LOOM_RG_ROW(x_i32),
         [LOOM_UINT32] = LOOM_RG_ROW(x_u32),
         [LOOM_INT64] = LOOM_RG_ROW(x_i64),

@@ -106,7 +106,7 @@ loom_result_t loom_stage_plan(struct loom_stream *s, const struct loom_comm *com
             }
         return LOOM_SUCCESS;
     }
-    if (op->count == 0)
+    if (op->count == 0 && op->kind != LOOM_OP_ALLTOALLV) /* its counts are apart */
         return LOOM_SUCCESS;
     if ((unsigned)op->kind >= LOOM_OP_KIND_COUNT || !stage_layouts[op->kind].staged) {
         if (is_dev(s, op->sendbuf) || is_dev(s, op->recvbuf)) {

@@ -31,7 +31,7 @@ static inline int cc_is_float(loom_dtype_t t)
 
 static inline int cc_is_signed(loom_dtype_t t)
 {
-    return t == LOOM_INT8 || t == LOOM_INT32 || t == LOOM_INT64;
+    return t == LOOM_INT8 || t == LOOM_INT16 || t == LOOM_INT32 || t == LOOM_INT64;
 }
 
 /* Input element i of rank r. */
@@ -55,6 +55,7 @@ static inline void cc_store_int(void *buf, loom_dtype_t t, uint64_t i, uint64_t 
 {
     switch (t) {
     case LOOM_INT8: case LOOM_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case LOOM_INT16: case LOOM_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
     case LOOM_INT32: case LOOM_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
     default: ((uint64_t *)buf)[i] = v; break;
     }
@@ -64,6 +65,7 @@ static inline uint64_t cc_load_int(const void *buf, loom_dtype_t t, uint64_t i)
 {
     switch (t) {
     case LOOM_INT8: case LOOM_UINT8: return ((const uint8_t *)buf)[i];
+    case LOOM_INT16: case LOOM_UINT16: return ((const uint16_t *)buf)[i];
     case LOOM_INT32: case LOOM_UINT32: return ((const uint32_t *)buf)[i];
     default: return ((const uint64_t *)buf)[i];
     }
@@ -106,6 +108,7 @@ static inline int64_t cc_signed(uint64_t v, loom_dtype_t t)
 {
     switch (t) {
     case LOOM_INT8: return (int8_t)(uint8_t)v;
+    case LOOM_INT16: return (int16_t)(uint16_t)v;
     case LOOM_INT32: return (int32_t)(uint32_t)v;
     default: return (int64_t)v;
     }

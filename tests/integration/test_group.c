@@ -238,6 +238,115 @@ static int rank_a2a(int rank, int n, void *arg)
     return 0;
 }
 
+/* ---- alltoallv ----------------------------------------------------------- */
+
+/* Elements rank src sends rank dst in round k: uneven, zero for some pairs
+ * (a rank's block to itself included, in some rounds). */
+static uint64_t a2av_count(int src, int dst, int k)
+{
+    static const uint64_t c[] = {0, 3, 1, 0, 70001, 5, 2};
+    return c[(unsigned)(src * 3 + dst * 5 + k) % 7];
+}
+
+static int rank_a2av(int rank, int n, void *arg)
+{
+    (void)arg;
+    loom_comm_t comm = join(rank, n);
+    loom_stream_t st;
+    OK(loom_stream_create_host(&st));
+    static const loom_dtype_t types[] = {LOOM_INT16, LOOM_FLOAT32, LOOM_UINT16, LOOM_FLOAT64,
+                                         LOOM_INT8};
+    uint64_t *sc = xmalloc(4 * (size_t)n * sizeof *sc);
+    uint64_t *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
+    uint64_t *keep = xmalloc(2 * (size_t)n * sizeof *keep);
+    for (int k = 0; k < 10; k++) {
+        loom_dtype_t t = types[k % 5];
+        size_t es = loom_dtype_size(t);
+        int inplace = k % 3 == 2, on_stream = k % 2;
+        /* sends in reverse rank order with gaps; receives packed, or (in
+         * place) at the same places as the sends with room for both */
+        uint64_t so = 0, ro = 0;
+        for (int p = n - 1; p >= 0; p--) {
+            sc[p] = a2av_count(rank, p, k);
+            sd[p] = so;
+            so += sc[p] + 1;
+        }
+        for (int p = 0; p < n; p++) {
+            rc[p] = a2av_count(p, rank, k);
+            rd[p] = inplace ? so + ro : ro;
+            ro += rc[p];
+        }
+        size_t bytes = (size_t)(so + ro) * es;
+        char *s = xmalloc(bytes), *r = inplace ? s : xmalloc(bytes);
+        for (int p = 0; p < n; p++)
+            cc_fill(s + sd[p] * es, t, LOOM_SUM, msg_seed(rank, p, k), rank, 0, sc[p]);
+        memcpy(keep, rc, 2 * (size_t)n * sizeof *keep); /* rc and rd */
+        OK(loom_alltoallv(s, sc, sd, r, rc, rd, t, comm, on_stream ? st : NULL));
+        if (on_stream) {
+            /* the counts were copied at the call */
+            memset(sc, 0xff, 4 * (size_t)n * sizeof *sc);
+            OK(loom_stream_synchronize(st));
+        }
+        for (int p = 0; p < n; p++)
+            if (check_copy(r + keep[n + p] * es, t, msg_seed(p, rank, k), p, 0, keep[p]))
+                FAIL("alltoallv %s round %d%s%s: block from rank %d (%llu) wrong",
+                     loom_dtype_name(t), k, inplace ? " in place" : "",
+                     on_stream ? " on a stream" : "", p, (unsigned long long)keep[p]);
+        if (!inplace)
+            free(r);
+        free(s);
+    }
+    /* argument errors name what was wrong and leave comm usable */
+    for (int p = 0; p < n; p++)
+        sc[p] = rc[p] = sd[p] = rd[p] = 0;
+    if (loom_alltoallv(NULL, NULL, sd, NULL, rc, rd, LOOM_INT32, comm, NULL) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "sendcounts is NULL"))
+        FAIL("alltoallv with NULL sendcounts: %s", loom_get_error_string(comm));
+    sc[rank] = 2;
+    int32_t buf[4];
+    if (loom_alltoallv(buf, sc, sd, buf + 2, rc, rd, LOOM_INT32, comm, NULL) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "sends itself 2"))
+        FAIL("alltoallv sending itself 2, receiving 0: %s", loom_get_error_string(comm));
+    sc[rank] = 1;
+    if (loom_alltoallv(NULL, sc, sd, buf, rc, rd, LOOM_INT32, comm, NULL) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "sendbuf is NULL"))
+        FAIL("alltoallv with NULL sendbuf: %s", loom_get_error_string(comm));
+    sc[rank] = 0;
+    OK(loom_group_start());
+    loom_result_t gres = loom_alltoallv(buf, sc, sd, buf, rc, rd, LOOM_INT32, comm, NULL);
+    loom_result_t eres = loom_group_end(); /* a group with a bad call runs nothing */
+    if (gres != LOOM_ERROR_INVALID_ARGUMENT || eres != LOOM_ERROR_INVALID_ARGUMENT)
+        FAIL("alltoallv inside a group: %s, group end %s", loom_result_string(gres),
+             loom_result_string(eres));
+    OK(loom_barrier(comm, NULL));
+    /* counts that disagree: rank 0 expects one more element from rank 1 than
+     * rank 1 sends. Rank 0 names both counts; nobody hangs. */
+    if (n >= 2) {
+        int32_t sbuf[8] = {0}, rbuf[8];
+        for (int p = 0; p < n; p++) {
+            sc[p] = rc[p] = 1;
+            sd[p] = rd[p] = (uint64_t)p % 8;
+        }
+        if (rank == 0)
+            rc[1] = 2;
+        loom_result_t res = loom_alltoallv(sbuf, sc, sd, rbuf, rc, rd, LOOM_INT32, comm, NULL);
+        const char *msg = loom_get_error_string(comm);
+        if (rank == 0 && (res != LOOM_ERROR_MISMATCH || !strstr(msg, "2 from rank 1") ||
+                          !strstr(msg, "alltoallv(int32, 1 to this rank)")))
+            FAIL("alltoallv counts that differ: %s: %s", loom_result_string(res), msg);
+        if (rank == 0)
+            printf("alltoallv mismatch, rank 0: %s\n", msg);
+    }
+    free(sc);
+    free(keep);
+    OK(loom_stream_destroy(st));
+    loom_comm_destroy(comm);
+    return 0;
+}
+
 /* ---- groups of collectives: coalesced allreduces, mixed kinds ----------- */
 static int rank_coalesce(int rank, int n, void *arg)
 {
@@ -576,6 +685,7 @@ static const struct tcase cases[] = {
     {"sendrecv", rank_sendrecv, 2},
     {"p2p_mismatch", rank_p2p_mismatch, 2},
     {"alltoall", rank_a2a, 1},
+    {"alltoallv", rank_a2av, 1},
     {"coalesce", rank_coalesce, 2},
     {"redop", rank_redop, 1},
     {"requests", rank_requests, 2},

@@ -308,19 +308,23 @@ END_TEST
 /* Reference kernels                                                         */
 /* ------------------------------------------------------------------------ */
 
-static const size_t dt_size[LOOM_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static const size_t dt_size[LOOM_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2};
 
 static int dt_is_signed_int(loom_dtype_t dt)
 {
-    return dt == LOOM_INT8 || dt == LOOM_INT32 || dt == LOOM_INT64;
+    return dt == LOOM_INT8 || dt == LOOM_INT16 || dt == LOOM_INT32 || dt == LOOM_INT64;
 }
 
-static int dt_is_int(loom_dtype_t dt) { return dt <= LOOM_UINT64; }
+static int dt_is_int(loom_dtype_t dt)
+{
+    return dt <= LOOM_UINT64 || dt == LOOM_INT16 || dt == LOOM_UINT16;
+}
 
 static int64_t load_s(loom_dtype_t dt, const void *p)
 {
     switch (dt) {
     case LOOM_INT8: { int8_t v; memcpy(&v, p, 1); return v; }
+    case LOOM_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
     case LOOM_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
     default: { int64_t v; memcpy(&v, p, 8); return v; }
     }
@@ -330,6 +334,7 @@ static uint64_t load_u(loom_dtype_t dt, const void *p)
 {
     switch (dt) {
     case LOOM_UINT8: { uint8_t v; memcpy(&v, p, 1); return v; }
+    case LOOM_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
     case LOOM_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
     default: { uint64_t v; memcpy(&v, p, 8); return v; }
     }
@@ -467,8 +472,8 @@ static void fill_elem(loom_dtype_t dt, void *p, uint64_t *s)
     uint64_t v = rng_next(s);
 
     switch (dt) {
-    case LOOM_INT8: case LOOM_UINT8: case LOOM_INT32: case LOOM_UINT32:
-    case LOOM_INT64: case LOOM_UINT64: {
+    case LOOM_INT8: case LOOM_UINT8: case LOOM_INT16: case LOOM_UINT16:
+    case LOOM_INT32: case LOOM_UINT32: case LOOM_INT64: case LOOM_UINT64: {
         static const int64_t edges[] = {0, 1, -1, 2, -2, INT64_MAX, INT64_MIN};
         unsigned bits = (unsigned)dt_size[dt] * 8;
         if (pick < 3) {
@@ -772,6 +777,19 @@ START_TEST(test_known_values)
         ck_assert(ud[0] == 1 && ud[1] == 0x20000u);
         loom_reduce_get_impl(LOOM_UINT32, LOOM_PROD, im)(ud, ua, ub, 2);
         ck_assert(ud[0] == 0xfffffffeu && ud[1] == 0);
+        /* 16-bit integers wrap at 16 bits and compare signed or not */
+        int16_t sa[3] = {32767, -32768, -5}, sb[3] = {1, -1, 7}, sd[3];
+        loom_reduce_get_impl(LOOM_INT16, LOOM_SUM, im)(sd, sa, sb, 3);
+        ck_assert(sd[0] == -32768 && sd[1] == 32767 && sd[2] == 2);
+        loom_reduce_get_impl(LOOM_INT16, LOOM_MIN, im)(sd, sa, sb, 3);
+        ck_assert(sd[0] == 1 && sd[1] == -32768 && sd[2] == -5);
+        loom_reduce_get_impl(LOOM_INT16, LOOM_PROD, im)(sd, sa, sb, 3);
+        ck_assert(sd[0] == 32767 && sd[1] == -32768 && sd[2] == -35);
+        uint16_t wa[3] = {0xffffu, 0x8000u, 3}, wb[3] = {2, 2, 0xfffeu}, wd[3];
+        loom_reduce_get_impl(LOOM_UINT16, LOOM_SUM, im)(wd, wa, wb, 3);
+        ck_assert(wd[0] == 1 && wd[1] == 0x8002u && wd[2] == 1);
+        loom_reduce_get_impl(LOOM_UINT16, LOOM_MAX, im)(wd, wa, wb, 3);
+        ck_assert(wd[0] == 0xffffu && wd[1] == 0x8000u && wd[2] == 0xfffeu);
     }
 }
 END_TEST
@@ -817,6 +835,14 @@ START_TEST(test_avg_finish_known)
     uint8_t u8[3] = {255, 7, 1};
     loom_reduce_avg_finish(u8, 3, LOOM_UINT8, 2);
     ck_assert(u8[0] == 127 && u8[1] == 3 && u8[2] == 0);
+
+    int16_t i16[3] = {INT16_MIN, INT16_MAX, -7};
+    loom_reduce_avg_finish(i16, 3, LOOM_INT16, 2);
+    ck_assert(i16[0] == -16384 && i16[1] == 16383 && i16[2] == -3);
+
+    uint16_t u16[2] = {0xffffu, 9};
+    loom_reduce_avg_finish(u16, 2, LOOM_UINT16, 4);
+    ck_assert(u16[0] == 0x3fffu && u16[1] == 2);
 
     int32_t i32[4] = {INT32_MIN, INT32_MAX, -10, 10};
     loom_reduce_avg_finish(i32, 4, LOOM_INT32, 3);

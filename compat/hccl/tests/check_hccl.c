@@ -77,11 +77,11 @@ START_TEST(test_tables)
         const char *loom;  /* NULL: Loom only moves it */
         size_t size;
     } types[] = {
-        {HCCL_DATA_TYPE_INT8, "int8", 1},     {HCCL_DATA_TYPE_INT16, NULL, 2},
+        {HCCL_DATA_TYPE_INT8, "int8", 1},     {HCCL_DATA_TYPE_INT16, "int16", 2},
         {HCCL_DATA_TYPE_INT32, "int32", 4},   {HCCL_DATA_TYPE_FP16, "float16", 2},
         {HCCL_DATA_TYPE_FP32, "float32", 4},  {HCCL_DATA_TYPE_INT64, "int64", 8},
         {HCCL_DATA_TYPE_UINT64, "uint64", 8}, {HCCL_DATA_TYPE_UINT8, "uint8", 1},
-        {HCCL_DATA_TYPE_UINT16, NULL, 2},     {HCCL_DATA_TYPE_UINT32, "uint32", 4},
+        {HCCL_DATA_TYPE_UINT16, "uint16", 2},   {HCCL_DATA_TYPE_UINT32, "uint32", 4},
         {HCCL_DATA_TYPE_FP64, "float64", 8},  {HCCL_DATA_TYPE_BFP16, "bfloat16", 2},
         {HCCL_DATA_TYPE_INT128, NULL, 16},    {HCCL_DATA_TYPE_HIF8, NULL, 1},
         {HCCL_DATA_TYPE_FP8E4M3, NULL, 1},    {HCCL_DATA_TYPE_FP8E5M2, NULL, 1},
@@ -194,7 +194,57 @@ START_TEST(test_one_rank_collectives)
         ck_assert_int_eq(HcclBroadcast(out, count, (HcclDataType)dt, 0, comm,
                                        NULL), HCCL_SUCCESS);
         ck_assert_mem_eq(in, out, 64);
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(HcclScatter(in, out, count, (HcclDataType)dt, 0, comm,
+                                     NULL), HCCL_SUCCESS);
+        ck_assert_mem_eq(in, out, 64);
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(HcclAlltoAll(in, count, (HcclDataType)dt, out, count,
+                                      (HcclDataType)dt, comm, NULL),
+                         HCCL_SUCCESS);
+        ck_assert_mem_eq(in, out, 64);
+        /* one rank's v-forms: its block to itself, at displacement 1 */
+        uint64_t n1 = count - 1, one = 1, zero = 0, m = count - 1;
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(HcclAlltoAllV(in, &n1, &one, (HcclDataType)dt, out,
+                                       &n1, &zero, (HcclDataType)dt, comm,
+                                       NULL), HCCL_SUCCESS);
+        ck_assert_mem_eq(in + size, out, 64 - size);
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(HcclAlltoAllVC(in, &m, (HcclDataType)dt, out,
+                                        (HcclDataType)dt, comm, NULL),
+                         HCCL_SUCCESS);
+        ck_assert_mem_eq(in, out, 64 - size);
+        /* a batch with a send to itself and its receive */
+        HcclSendRecvItem items[2] = {
+            {HCCL_RECV, out, count, (HcclDataType)dt, 0},
+            {HCCL_SEND, in, count, (HcclDataType)dt, 0}};
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(HcclBatchSendRecv(items, 2, comm, NULL), HCCL_SUCCESS);
+        ck_assert_mem_eq(in, out, 64);
     }
+    /* the alltoalls move one type, one count a block */
+    ck_assert_int_eq(HcclAlltoAll(in, 4, HCCL_DATA_TYPE_INT8, out, 4,
+                                  HCCL_DATA_TYPE_UINT8, comm, NULL), HCCL_E_PARA);
+    ck_assert_int_eq(HcclAlltoAll(in, 4, HCCL_DATA_TYPE_INT8, out, 3,
+                                  HCCL_DATA_TYPE_INT8, comm, NULL), HCCL_E_PARA);
+    uint64_t c4 = 4, c3 = 3, d0 = 0;
+    ck_assert_int_eq(HcclAlltoAllV(in, NULL, &d0, HCCL_DATA_TYPE_INT8, out, &c4,
+                                   &d0, HCCL_DATA_TYPE_INT8, comm, NULL), HCCL_E_PTR);
+    /* a rank that sends itself 4 but receives 3 */
+    ck_assert_int_eq(HcclAlltoAllV(in, &c4, &d0, HCCL_DATA_TYPE_INT8, out, &c3,
+                                   &d0, HCCL_DATA_TYPE_INT8, comm, NULL), HCCL_E_PARA);
+    ck_assert_int_eq(HcclAlltoAllVC(in, NULL, HCCL_DATA_TYPE_INT8, out,
+                                    HCCL_DATA_TYPE_INT8, comm, NULL), HCCL_E_PTR);
+    /* a bad item posts nothing: the good one before it does not hang */
+    HcclSendRecvItem bad[2] = {{HCCL_SEND, in, 4, HCCL_DATA_TYPE_INT8, 0},
+                               {(HcclSendRecvType)5, out, 4, HCCL_DATA_TYPE_INT8, 0}};
+    ck_assert_int_eq(HcclBatchSendRecv(bad, 2, comm, NULL), HCCL_E_PARA);
+    bad[1].sendRecvType = HCCL_RECV;
+    bad[1].remoteRank = 1;
+    ck_assert_int_eq(HcclBatchSendRecv(bad, 2, comm, NULL), HCCL_E_PARA);
+    ck_assert_int_eq(HcclBatchSendRecv(NULL, 1, comm, NULL), HCCL_E_PTR);
+    ck_assert_int_eq(HcclBatchSendRecv(NULL, 0, comm, NULL), HCCL_SUCCESS);
     ck_assert_int_eq(HcclBarrier(comm, NULL), HCCL_SUCCESS);
     /* argument errors: a type that is none, an op that is none, a root */
     ck_assert_int_eq(HcclAllReduce(in, out, 1, (HcclDataType)13,

@@ -178,7 +178,7 @@ static const HcclDataType reduce_types[] = {
     HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_UINT8, HCCL_DATA_TYPE_INT32,
     HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64,
     HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_BFP16, HCCL_DATA_TYPE_FP32,
-    HCCL_DATA_TYPE_FP64,
+    HCCL_DATA_TYPE_FP64, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_UINT16,
 };
 #define NREDUCE_TYPES (sizeof reduce_types / sizeof reduce_types[0])
 static const HcclReduceOp ops[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD,
@@ -352,11 +352,11 @@ static void test_send_recv(HcclComm comm, uint64_t count)
  * communicator stays usable. */
 static void test_errors(HcclComm comm)
 {
-    int16_t s[4] = {1, 2, 3, 4}, r[4];
-    HcclResult res = HcclAllReduce(s, r, 4, HCCL_DATA_TYPE_INT16,
+    int32_t s[16] = {1, 2, 3, 4}, r[16];
+    HcclResult res = HcclAllReduce(s, r, 4, HCCL_DATA_TYPE_INT128,
                                    HCCL_REDUCE_SUM, comm, NULL);
     if (res != HCCL_E_NOT_SUPPORT) {
-        fprintf(stderr, "rank %u: allreduce of int16 gave %d, want "
+        fprintf(stderr, "rank %u: allreduce of int128 gave %d, want "
                         "HCCL_E_NOT_SUPPORT\n", g_rank, (int)res);
         exit(1);
     }

@@ -29,14 +29,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# A port base below the ephemeral range, random to keep concurrent jobs
-# apart (only rank 0's port, base + its device id, is listened on).
-next_port_base() {
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-    [ "${lo:-0}" -gt 12000 ] 2>/dev/null || lo=32768
-    LOOM_PORT_BASE=$((10000 + ($(od -An -N2 -tu2 /dev/urandom) % (lo - 10016))))
-    export LOOM_PORT_BASE
-}
+. "$srcdir/compat/hccl/tests/hccl_test_lib.sh"
 export LOOM_BOOTSTRAP_TIMEOUT=20 LOOM_CONF_FILE=/dev/null
 unset RANK_TABLE_FILE RANK_ID RANK_SIZE DEVICE_ID HCCL_CONNECT_TIMEOUT \
     LOOM_RANK_TABLE LOOM_RANK 2>/dev/null
@@ -55,7 +48,7 @@ chmod +x "$work/rank.sh"
 # --- 1. the headers alone ---------------------------------------------------
 printf '#include <hccl/hccl.h>\n#include <hccl/hccl_types.h>\nint main(void) { HcclCommConfig c; HcclCommConfigInit(&c); return (int)sizeof(HcclRootInfo) - HCCL_ROOT_INFO_BYTES; }\n' >"$work/h.c"
 if command -v cc >/dev/null 2>&1; then
-    if cc -std=c99 -pedantic -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" \
+    if cc -std=c99 -pedantic -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" -I"$srcdir/compat/acl/include" \
         -o "$work/h" "$work/h.c" 2>"$work/h.err" && "$work/h"; then
         pass "headers: C99 -pedantic, sizeof(HcclRootInfo) == HCCL_ROOT_INFO_BYTES"
     else
@@ -64,7 +57,7 @@ if command -v cc >/dev/null 2>&1; then
 fi
 if command -v c++ >/dev/null 2>&1; then
     cp "$work/h.c" "$work/h.cc"
-    if c++ -std=c++11 -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" \
+    if c++ -std=c++11 -Wall -Wextra -Werror -I"$srcdir/compat/hccl/include" -I"$srcdir/compat/acl/include" \
         -fsyntax-only "$work/h.cc" 2>"$work/hxx.err"; then
         pass "headers: C++11"
     else
@@ -115,33 +108,15 @@ job root-info 3 -- -r "$work/root.info"
 # --- 5. network namespaces ----------------------------------------------------
 netns() {
     . "$srcdir/tests/netns/lib.sh"
-    trap 'netns_cleanup' EXIT
-    netns_setup
-    local table=$work/hosts.json dir=$work/netns r rc ok=0
-    "$RT" generate --servers 10.77.0.11,10.77.0.12,10.77.0.13 --devices 2 \
-        -o "$table" >/dev/null || { echo "FAIL: generate"; return 1; }
-    NETNS_PROG=$work/rank.sh netns_start "$dir" 6 LOOM_RANK_TABLE="$table" \
+    hccl_netns_setup || return 1
+    local dir=$work/netns
+    NETNS_PROG=$work/rank.sh netns_start "$dir" 6 LOOM_RANK_TABLE="$work/hosts.json" \
         LOOM_NRANKS=6 HCCL_TEST_DEVICES=2 LOOM_PORT_BASE=29800 --
     netns_wait "$dir" 6 90 || echo "FAIL: netns: ranks killed after 90 s"
-    for r in $(seq 0 5); do
-        rc=$(cut -d' ' -f1 "$dir/end.$r")
-        if [ "$rc" = 0 ] && grep -q "^hccl_api_test rank $r of 6: ok" "$dir/out.$r"; then
-            ok=$((ok + 1))
-        else
-            echo "FAIL: netns: rank $r exit $rc: $(head -c 600 "$dir/err.$r")"
-        fi
-    done
-    [ "$ok" = 6 ] || return 1
+    [ "$(hccl_netns_count "$dir" '^hccl_api_test rank @R@ of 6: ok')" = 6 ] || return 1
     echo "ok: netns: 6 ranks on 3 hosts (host-NIC table) ok ($(sed -n 's/^hccl_api_test rank 0 of 6: ok (\(.*\))$/\1/p' "$dir/out.0"))"
 }
-(netns) >"$work/netns.log" 2>&1
-rc=$?
-cat "$work/netns.log"
-case $rc in
-0) ;;
-77) echo "netns part skipped (see above)" ;;
-*) failures=$((failures + 1)) ;;
-esac
+hccl_netns_part netns
 
 if [ "$failures" -gt 0 ]; then
     echo "$failures check(s) failed"

@@ -15,6 +15,9 @@
 #define LOOM_HCCL_H
 
 #include <hccl/hccl_types.h>
+/* As CANN's hccl.h: the ACL runtime's declarations come with it (on Loom,
+ * libloom_acl's: -lascendcl in a CANN-shaped folder, see docs/hccl.md). */
+#include <acl/acl.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,9 +29,9 @@ extern "C" {
 #define LOOM_HCCL_API
 #endif
 
-/* The stream argument of the calls below (CANN's acl runtime stream). On
- * Loom: NULL, or a loom_stream_t. */
-typedef void *aclrtStream;
+/* The stream argument of the calls below is CANN's aclrtStream (acl/acl.h):
+ * NULL, or a loom_stream_t, which is what libloom_acl's aclrtCreateStream
+ * makes. */
 
 /* ---- communicators ------------------------------------------------------ */
 
@@ -99,6 +102,38 @@ LOOM_HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf,
                                     HcclComm comm, aclrtStream stream);
 LOOM_HCCL_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream);
 
+/* Rank j receives block j (recvCount elements) of root's sendBuf (sendBuf
+ * matters on root only). */
+LOOM_HCCL_API HcclResult HcclScatter(void *sendBuf, void *recvBuf,
+                                     uint64_t recvCount, HcclDataType dataType,
+                                     uint32_t root, HcclComm comm,
+                                     aclrtStream stream);
+/* Block j of sendCount elements to rank j; rank j's block into block j of
+ * recvBuf. sendCount == recvCount and sendType == recvType. */
+LOOM_HCCL_API HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount,
+                                      HcclDataType sendType,
+                                      const void *recvBuf, uint64_t recvCount,
+                                      HcclDataType recvType, HcclComm comm,
+                                      aclrtStream stream);
+/* sendCounts, sdispls, recvCounts, rdispls: uint64_t arrays of rankSize
+ * elements (counts and offsets in elements); rank i's sendCounts[j] must
+ * equal rank j's recvCounts[i] (else an error naming both). Over
+ * loom_alltoallv. */
+LOOM_HCCL_API HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts,
+                                       const void *sdispls, HcclDataType sendType,
+                                       const void *recvBuf, const void *recvCounts,
+                                       const void *rdispls, HcclDataType recvType,
+                                       HcclComm comm, aclrtStream stream);
+/* sendCountMatrix: rankSize x rankSize uint64_t, [i * rankSize + j] is what
+ * rank i sends rank j; every rank passes the same matrix. Blocks lie packed
+ * in rank order in both buffers. */
+LOOM_HCCL_API HcclResult HcclAlltoAllVC(const void *sendBuf,
+                                        const void *sendCountMatrix,
+                                        HcclDataType sendType,
+                                        const void *recvBuf,
+                                        HcclDataType recvType, HcclComm comm,
+                                        aclrtStream stream);
+
 /* ---- point to point: only the two ranks take part ------------------------ */
 
 /* Messages between two ranks match in the order they were issued; count and
@@ -111,6 +146,12 @@ LOOM_HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count,
 LOOM_HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count,
                                   HcclDataType dataType, uint32_t srcRank,
                                   HcclComm comm, aclrtStream stream);
+/* The sends and receives of sendRecvInfo[0..itemNum) posted together, so
+ * that they progress together (a ring exchange needs no ordering): a Loom
+ * group. */
+LOOM_HCCL_API HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo,
+                                           uint32_t itemNum, HcclComm comm,
+                                           aclrtStream stream);
 
 #ifdef __cplusplus
 }

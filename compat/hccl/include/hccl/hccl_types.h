@@ -62,9 +62,10 @@ typedef enum {
     HCCL_REDUCE_RESERVED = 255
 } HcclReduceOp;
 
-/* Element types. Loom reduces int8, uint8, int32, uint32, int64, uint64,
- * fp16, bfp16, fp32 and fp64; the others (int16, uint16, int128, the 8-bit
- * floats) it moves (broadcast, allgather, send/recv) but does not reduce. */
+/* Element types. Loom reduces int8, uint8, int16, uint16, int32, uint32,
+ * int64, uint64, fp16, bfp16, fp32 and fp64; the others (int128, the 8-bit
+ * floats) it moves (broadcast, allgather, send/recv, alltoall) but does not
+ * reduce. */
 typedef enum {
     HCCL_DATA_TYPE_INT8 = 0,
     HCCL_DATA_TYPE_INT16 = 1,
@@ -135,6 +136,21 @@ enum {
 #define HCCL_COMM_QOS_CONFIG_NOT_SET ((uint32_t)0xffffffffu)
 #define HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE ((uint64_t)16)
 #endif
+
+/* One call of HcclBatchSendRecv. */
+typedef enum {
+    HCCL_SEND = 0,
+    HCCL_RECV = 1,
+    HCCL_SEND_RECV_RESERVED
+} HcclSendRecvType;
+
+typedef struct HcclSendRecvItemDef {
+    HcclSendRecvType sendRecvType;
+    void *buf;
+    uint64_t count;
+    HcclDataType dataType;
+    uint32_t remoteRank;
+} HcclSendRecvItem;
 
 /* What HcclGetRootInfo writes and every rank passes to HcclCommInitRootInfo:
  * plain bytes, copied as they are (broadcast them with MPI, a file, ...). */
