@@ -273,7 +273,7 @@ static void apply_blob(struct loom_tx *tx, int r, const uint8_t *token, const vo
     if (n != 1) {
         loom_ofi_fail_peer(tx, r, LOOM_ERROR_SYSTEM,
                            "cannot be reached: fi_av_insert of its address: %s",
-                           n < 0 ? fi_strerror(-n) : "not inserted");
+                           n < 0 ? loom_fi.strerror(-n) : "not inserted");
         return;
     }
     p->addr = fa;
