@@ -611,8 +611,8 @@ static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
             continue;
         /* a peer still in an earlier call keeps the sends this rank has
          * received (their acknowledgement may not have reached it) */
-        loom_ofi_ctl_send(tx, r, OX_CTL_GOT, 0, p->recv_done, 0, 0);
-        loom_ofi_ctl_send(tx, r, OX_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
+        loom_ofi_ctl_send(tx, r, LOOM_LINK_GOT, 0, p->recv_done, 0, 0);
+        loom_ofi_ctl_send(tx, r, LOOM_LINK_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
                           tx->notice_count, tx->notice_desc | (uint64_t)(uint32_t)res << 32);
         shutdown(p->ctl_fd, SHUT_WR);
     }
@@ -640,7 +640,7 @@ static void ox_finalize(struct loom_tx *tx)
         for (int r = 0; r < tx->params.nranks; r++) {
             struct ox_peer *p = &vp->peers[r];
             if (r != tx->params.rank && !p->failed && p->ctl == OX_CS_UP)
-                loom_ofi_ctl_send(tx, r, OX_CTL_BYE, 0, p->recv_done, 0, 0);
+                loom_ofi_ctl_send(tx, r, LOOM_LINK_BYE, 0, p->recv_done, 0, 0);
         }
         for (int r = 0; r < tx->params.nranks; r++) {
             if (r == tx->params.rank)

@@ -526,7 +526,7 @@ static void vx_shutdown(struct loom_tx *tx, loom_result_t res)
         struct vx_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != VX_CTL_UP)
             continue;
-        loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
+        loom_verbs_ctl_send(tx, r, LOOM_LINK_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
                             tx->notice_count,
                             tx->notice_desc | (uint64_t)(uint32_t)res << 32);
         /* half-close: the notice is followed by an end of stream */
@@ -559,7 +559,7 @@ static void vx_finalize(struct loom_tx *tx)
         for (int r = 0; r < tx->params.nranks; r++) {
             struct vx_peer *p = &vp->peers[r];
             if (r != tx->params.rank && !p->failed && p->ctl == VX_CTL_UP)
-                loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_BYE, 0, 0, 0, 0);
+                loom_verbs_ctl_send(tx, r, LOOM_LINK_BYE, 0, 0, 0, 0);
         }
         for (int r = 0; r < tx->params.nranks; r++) {
             struct vx_peer *p = &vp->peers[r];

@@ -360,7 +360,7 @@ static void refuse_cts(struct loom_tx *tx, int r, struct loom_tx_req *req,
                        const struct loom_verbs_cts *c)
 {
     int other_call = c->tag != req->tag || c->desc != req->desc || c->count != req->count;
-    loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_FAIL, (uint16_t)(r + 1), req->tag, req->count,
+    loom_verbs_ctl_send(tx, r, LOOM_LINK_FAIL, (uint16_t)(r + 1), req->tag, req->count,
                         req->desc | (uint64_t)(uint32_t)(other_call ? LOOM_ERROR_MISMATCH
                                                                     : LOOM_ERROR_PROTOCOL)
                                         << 32);
