@@ -604,7 +604,11 @@ static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
     if (res >= 0)
         res = LOOM_ERROR_ABORTED;
     vp->shut = 1;
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
+    struct loom_link_notice n = {
+        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
+        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
+    struct loom_link_frame f;
+    loom_link_notice_encode(&n, &f);
     for (int r = 0; r < tx->params.nranks; r++) {
         struct ox_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)
@@ -612,8 +616,7 @@ static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
         /* a peer still in an earlier call keeps the sends this rank has
          * received (their acknowledgement may not have reached it) */
         loom_ofi_ctl_send(tx, r, LOOM_LINK_GOT, 0, p->recv_done, 0, 0);
-        loom_ofi_ctl_send(tx, r, LOOM_LINK_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
-                          tx->notice_count, tx->notice_desc | (uint64_t)(uint32_t)res << 32);
+        loom_ofi_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
         shutdown(p->ctl_fd, SHUT_WR);
     }
     for (int r = 0; r < tx->params.nranks; r++) {

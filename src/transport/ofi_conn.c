@@ -398,7 +398,6 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame
 {
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
-    char d[256];
     if (f->comm_id != tx->params.comm_id) {
         loom_ofi_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                            "sent a control frame of communicator %016llx",
@@ -414,34 +413,19 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame
         loom_ofi_sends_received(tx, r, f->w0);
         return;
     case LOOM_LINK_FAIL: {
-        int culprit = (int)f->flags - 1;
-        loom_result_t code = (loom_result_t)(int32_t)(uint32_t)(f->w2 >> 32);
-        uint32_t desc = (uint32_t)f->w2;
-        unsigned long long q = (unsigned long long)f->w0;
-        if (code == LOOM_ERROR_MISMATCH && culprit == tx->params.rank) {
-            /* it found this rank in another call: its call, for the
-             * message naming both */
-            tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r,
-                                                     .tag = (uint32_t)f->w0, .desc = desc,
-                                                     .count = f->w1};
-            loom_ofi_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
-                               "is in another collective call (it stopped in call #%llu)", q);
+        struct loom_link_notice n;
+        char why[400];
+        loom_link_notice_decode(f, &n);
+        if (loom_link_notice_apply(tx, r, &n, loom_ofi_describe, why, sizeof why) ==
+            LOOM_ERROR_MISMATCH) {
+            loom_ofi_fail_peer(tx, r, LOOM_ERROR_MISMATCH, "%s", why);
             return;
         }
-        const char *who = NULL;
-        if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
-            who = culprit == tx->params.rank ? "this rank"
-                                             : loom_ofi_describe(tx, culprit, d, sizeof d);
-            if (culprit != tx->params.rank)
-                tx->blame = culprit + 1; /* pass the original cause on */
-        }
-        char why[400];
-        loom_tx_stop_reason(why, sizeof why, code, q, who);
         if (p->held)
             return; /* one notice is enough */
-        if (earlier_pending(p, f->w0) && (p->held_why = strdup(why)) != NULL) {
+        if (earlier_pending(p, n.seq) && (p->held_why = strdup(why)) != NULL) {
             p->held = LOOM_ERROR_REMOTE;
-            p->held_seq = f->w0;
+            p->held_seq = n.seq;
             p->held_at = loom_now();
             return;
         }

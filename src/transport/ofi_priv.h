@@ -45,6 +45,7 @@
 #include <rdma/fi_errno.h>
 
 #include "auth.h"
+#include "transport/common/link_notice.h"
 #include "transport/common/link_wire.h"
 #include "transport/ofi_api.h"
 #include "transport/regcache.h"

@@ -10,6 +10,7 @@
 
 #include "auth.h"
 #include "net/net.h"
+#include "transport/common/link_notice.h"
 #include "transport/common/link_wire.h"
 #include "transport/regcache.h"
 #include "transport/transport.h"

@@ -1,8 +1,11 @@
 # src/transport/common: what every transport that keeps its own peers
-# (ofi, verbs) shares: the control channel's wire format.
+# (ofi, verbs) shares: the control channel's wire format and its failure
+# notices.
 libloom_core_la_SOURCES += \
 	src/transport/common/link_wire.h \
-	src/transport/common/link_wire.c
+	src/transport/common/link_wire.c \
+	src/transport/common/link_notice.h \
+	src/transport/common/link_notice.c
 
 # libFuzzer target over its decoders (configure --enable-fuzzing CC=clang).
 if ENABLE_FUZZING
