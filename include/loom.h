@@ -581,6 +581,12 @@ LOOM_API loom_result_t loom_request_create(loom_stream_t stream,
 /* LOOM_SUCCESS or the error when complete, LOOM_NOT_READY before. */
 LOOM_API loom_result_t loom_request_test(loom_request_t request);
 LOOM_API loom_result_t loom_request_wait(loom_request_t request);
+/* As loom_request_wait for at most timeout_ms milliseconds (>= 0), then
+ * LOOM_NOT_READY. It sleeps while the progress thread runs the calls (it
+ * never runs one itself, which could outlast timeout_ms): a binding waits
+ * in slices this way so that its signal handlers run meanwhile (Python's
+ * Ctrl-C). */
+LOOM_API loom_result_t loom_request_wait_timeout(loom_request_t request, int timeout_ms);
 LOOM_API loom_result_t loom_request_free(loom_request_t request);
 
 #ifdef __cplusplus

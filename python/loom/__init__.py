@@ -235,6 +235,10 @@ def group(async_op=False):
                 _raise(res, g.comms[0]._h if g.comms else None)
 
 
+_NOT_READY = 1          # LOOM_NOT_READY
+_WAIT_SLICE_MS = 100    # how long a signal may wait for its handler to run
+
+
 class Handle:
     """An asynchronous call: wait() returns its result (the output buffer),
     is_completed() polls. Keeps the call's buffers alive until complete."""
@@ -256,8 +260,30 @@ class Handle:
 
     def wait(self):
         if not self._done:
-            self._finish(lib.loom_request_wait(self._req))
+            if threading.current_thread() is threading.main_thread():
+                self._finish(self._wait_slices())
+            else:
+                self._finish(lib.loom_request_wait(self._req))
         return self._result
+
+    def _wait_slices(self):
+        # Python runs signal handlers on the main thread between bytecodes,
+        # never inside a C call: waiting in slices lets Ctrl-C raise
+        # KeyboardInterrupt here (and a handler of the program's run). A
+        # collective cannot be left half done, so the communicator is
+        # aborted (its peers' calls fail, naming this rank) and the call
+        # waited for, since Loom may still write the buffers it keeps.
+        try:
+            while True:
+                res = lib.loom_request_wait_timeout(self._req, _WAIT_SLICE_MS)
+                if res != _NOT_READY:
+                    return res
+        except BaseException:
+            lib.loom_comm_abort(self._comm._h)
+            lib.loom_request_wait(self._req)
+            self._done = True
+            self._keep = None
+            raise
 
     def _finish(self, res):
         self._done = True
@@ -407,7 +433,12 @@ class Comm:
         if not self._h:
             raise ValueError("loom: the communicator is closed")
         g = getattr(_tls, "group", None)
-        stream = self._get_stream() if (async_op or (g and g.async_op)) else None
+        # the main thread's blocking calls too go on the stream and are
+        # waited for in slices (Handle.wait), so that Ctrl-C interrupts them
+        sliced = (g is None and not async_op and
+                  threading.current_thread() is threading.main_thread())
+        stream = (self._get_stream() if (async_op or sliced or (g and g.async_op))
+                  else None)
         _check(fn(*args, self._h, stream), self._h)
         if g is not None:
             g.keep.append(keep)
@@ -416,6 +447,14 @@ class Comm:
             return result
         if async_op:
             return self._request(keep, result)
+        if sliced:
+            try:
+                return self._request(keep, result).wait()
+            except LoomError:
+                # as a blocking call's, the error stays this call's: the
+                # stream's record of it is cleared for the next call
+                lib.loom_stream_synchronize(stream)
+                raise
         return result
 
     # -- collectives

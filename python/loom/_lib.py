@@ -102,6 +102,7 @@ _PROTOS = {
     "loom_request_create": (c_int, [c_void_p, c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
     "loom_request_test": (c_int, [c_void_p]),
     "loom_request_wait": (c_int, [c_void_p]),
+    "loom_request_wait_timeout": (c_int, [c_void_p, c_int]),
     "loom_request_free": (c_int, [c_void_p]),
 }
 

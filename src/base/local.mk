@@ -9,4 +9,9 @@ libloom_core_la_SOURCES += \
 	src/base/log.c \
 	src/base/result.c \
 	src/base/auth.h \
-	src/base/auth.c
+	src/base/auth.c \
+	src/base/dl.h \
+	src/base/dl.c
+# dl.c: dlopen/dlvsym
+libloom_core_la_LIBADD += $(DL_LIBS)
+LOOM_INTERNAL_LIBS += $(DL_LIBS)

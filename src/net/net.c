@@ -158,3 +158,16 @@ void loom_net_set_sndbuf(int fd, size_t bytes)
     int v = bytes > INT_MAX / 2 ? INT_MAX / 2 : (int)bytes;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
 }
+
+void loom_net_set_keepalive(int fd, double timeout)
+{
+    if (timeout <= 0)
+        return;
+    int idle = (int)(timeout / 2), intvl = (int)(timeout / 8), cnt = 4, one = 1;
+    idle = idle < 1 ? 1 : idle;
+    intvl = intvl < 1 ? 1 : intvl;
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}

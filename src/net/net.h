@@ -41,6 +41,11 @@ void loom_net_set_nodelay(int fd);
 /* SO_SNDBUF = bytes (0: leave the kernel's autotuning); failures ignored
  * (only a tuning hint). */
 void loom_net_set_sndbuf(int fd, size_t bytes);
+/* TCP keepalive probes so that the kernel notices a lost host within about
+ * timeout seconds even on an idle link: first probe after timeout/2, then
+ * every timeout/8, 4 unanswered end it (each at least 1 s); timeout <= 0:
+ * none. Failures ignored (only a liveness hint). */
+void loom_net_set_keepalive(int fd, double timeout);
 
 /* The local address (numeric) this host would use to reach host:port
  * (connect a UDP socket, nothing is sent; getsockname), or, when ifname_spec

@@ -11,7 +11,9 @@
  * stream nor a lock is needed once it is complete. */
 #include "build_config.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "stream.h"
 #include "util.h"
@@ -169,6 +171,32 @@ LOOM_API loom_result_t loom_request_wait(loom_request_t r)
         if (__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE)
             return r->result;
     }
+}
+
+LOOM_API loom_result_t loom_request_wait_timeout(loom_request_t r, int timeout_ms)
+{
+    if (!r || timeout_ms < 0)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    if (__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE)
+        return r->result;
+    struct loom_stream *s = r->stream;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* s->cv's clock */
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    int timed_out = 0;
+    pthread_mutex_lock(&s->lock);
+    /* an op of s ending broadcasts s->cv (loom_request_finish too) */
+    while (!(__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE) && !timed_out)
+        timed_out = pthread_cond_timedwait(&s->cv, &s->lock, &until) == ETIMEDOUT;
+    pthread_mutex_unlock(&s->lock);
+    if (__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & REQ_DONE)
+        return r->result;
+    return LOOM_NOT_READY;
 }
 
 LOOM_API loom_result_t loom_request_free(loom_request_t r)

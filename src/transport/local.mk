@@ -32,3 +32,4 @@ tests_unit_check_transport_SOURCES = tests/unit/check_transport.c tests/unit/mp_
 tests_unit_check_transport_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_transport_LDADD = $(TEST_LIBS)
 endif
+include $(srcdir)/src/transport/common/local.mk

@@ -96,7 +96,7 @@ void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char
 
 static struct fi_info *hints_new(const char *prov)
 {
-    struct fi_info *h = fi_allocinfo();
+    struct fi_info *h = loom_fi.dupinfo(NULL);
     if (!h)
         return NULL;
     h->ep_attr->type = FI_EP_RDM;
@@ -110,7 +110,7 @@ static struct fi_info *hints_new(const char *prov)
     h->tx_attr->msg_order = FI_ORDER_NONE;
     h->rx_attr->msg_order = FI_ORDER_NONE;
     if (prov && *prov && !(h->fabric_attr->prov_name = strdup(prov))) {
-        fi_freeinfo(h);
+        loom_fi.freeinfo(h);
         return NULL;
     }
     return h;
@@ -144,8 +144,8 @@ static int getinfo(const char *prov, const char *node, struct fi_info **out)
     struct fi_info *h = hints_new(prov);
     if (!h)
         return -FI_ENOMEM;
-    int ret = fi_getinfo(OX_FI_VERSION, node, NULL, node ? FI_SOURCE : 0, h, out);
-    fi_freeinfo(h);
+    int ret = loom_fi.getinfo(OX_FI_VERSION, node, NULL, node ? FI_SOURCE : 0, h, out);
+    loom_fi.freeinfo(h);
     return ret;
 }
 
@@ -167,31 +167,37 @@ static void list_found(char *buf, size_t len)
         if (!seen && off < len)
             off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? " " : "", name);
     }
-    fi_freeinfo(all);
+    loom_fi.freeinfo(all);
 }
 
 /* The provider to use: LOOM_OFI_PROVIDER, else the first of ox_order that
- * is there. 0 and *prov, or -1 with why. */
+ * is there. 0 and *prov, or -1 with why. The first call opens libfabric
+ * (ofi_dl.c). */
 static int choose(const char **prov, char *why, size_t len)
 {
     const char *want = loom_config()->ofi_provider;
     struct fi_info *info = NULL;
+    char dlwhy[256];
+    if (loom_fi_load(dlwhy, sizeof dlwhy) != 0) {
+        snprintf(why, len, "libfabric cannot be loaded: %s (install libfabric1)", dlwhy);
+        return -1;
+    }
     if (want[0]) {
         int ret = getinfo(want, NULL, &info);
         if (ret == 0) {
-            fi_freeinfo(info);
+            loom_fi.freeinfo(info);
             *prov = want;
             return 0;
         }
         char found[256];
         list_found(found, sizeof found);
         snprintf(why, len, "no libfabric provider matches LOOM_OFI_PROVIDER=%s (%s); found: %s",
-                 want, fi_strerror(-ret), found);
+                 want, loom_fi.strerror(-ret), found);
         return -1;
     }
     for (size_t i = 0; i < OX_NORDER; i++) {
         if (getinfo(ox_order[i], NULL, &info) == 0) {
-            fi_freeinfo(info);
+            loom_fi.freeinfo(info);
             *prov = ox_order[i];
             return 0;
         }
@@ -241,7 +247,7 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
         ret = getinfo(prov, NULL, &vp->info);
     if (ret)
         return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi: fi_getinfo for %s: %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     struct fi_info *fi = vp->info;
     vp->need_reg = !!(fi->domain_attr->mr_mode & FI_MR_LOCAL);
     const char *force = getenv("LOOM_TEST_OFI_REG");
@@ -254,12 +260,12 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
     if (tc && atol(tc) > 0 && (size_t)atol(tc) < vp->chunk)
         vp->chunk = (size_t)atol(tc);
 
-    if ((ret = fi_fabric(fi->fabric_attr, &vp->fabric, NULL)))
+    if ((ret = loom_fi.fabric(fi->fabric_attr, &vp->fabric, NULL)))
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_fabric (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     if ((ret = fi_domain(vp->fabric, fi, &vp->domain, NULL)))
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_domain (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD,
                             .size = 0};
     ret = fi_cq_open(vp->domain, &ca, &vp->cq, NULL);
@@ -270,7 +276,7 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
     }
     if (ret)
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_cq_open (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     vp->cq_fd = -1;
     if (ca.wait_obj == FI_WAIT_FD) {
         int fd = -1;
@@ -284,19 +290,19 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
     }
     if (ret)
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_av_open (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     if ((ret = fi_endpoint(vp->domain, fi, &vp->ep, NULL)))
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_endpoint (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     if ((ret = fi_ep_bind(vp->ep, &vp->av->fid, 0)) ||
         (ret = fi_ep_bind(vp->ep, &vp->cq->fid, FI_TRANSMIT | FI_RECV)) ||
         (ret = fi_enable(vp->ep)))
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: endpoint set-up (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     vp->addrlen = sizeof vp->addr;
     if ((ret = fi_getname(&vp->ep->fid, vp->addr, &vp->addrlen)))
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_getname (%s): %s", prov,
-                         fi_strerror(-ret));
+                         loom_fi.strerror(-ret));
     /* the tcp provider's sockets, found by its addresses (see
      * loom_ofi_tune_sockets) */
     if (strncmp(prov, "tcp", 3) == 0 && (prov[3] == ';' || !prov[3]) &&
@@ -598,16 +604,19 @@ static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
     if (res >= 0)
         res = LOOM_ERROR_ABORTED;
     vp->shut = 1;
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
+    struct loom_link_notice n = {
+        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
+        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
+    struct loom_link_frame f;
+    loom_link_notice_encode(&n, &f);
     for (int r = 0; r < tx->params.nranks; r++) {
         struct ox_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)
             continue;
         /* a peer still in an earlier call keeps the sends this rank has
          * received (their acknowledgement may not have reached it) */
-        loom_ofi_ctl_send(tx, r, OX_CTL_GOT, 0, p->recv_done, 0, 0);
-        loom_ofi_ctl_send(tx, r, OX_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
-                          tx->notice_count, tx->notice_desc | (uint64_t)(uint32_t)res << 32);
+        loom_ofi_ctl_send(tx, r, LOOM_LINK_GOT, 0, p->recv_done, 0, 0);
+        loom_ofi_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
         shutdown(p->ctl_fd, SHUT_WR);
     }
     for (int r = 0; r < tx->params.nranks; r++) {
@@ -634,7 +643,7 @@ static void ox_finalize(struct loom_tx *tx)
         for (int r = 0; r < tx->params.nranks; r++) {
             struct ox_peer *p = &vp->peers[r];
             if (r != tx->params.rank && !p->failed && p->ctl == OX_CS_UP)
-                loom_ofi_ctl_send(tx, r, OX_CTL_BYE, 0, p->recv_done, 0, 0);
+                loom_ofi_ctl_send(tx, r, LOOM_LINK_BYE, 0, p->recv_done, 0, 0);
         }
         for (int r = 0; r < tx->params.nranks; r++) {
             if (r == tx->params.rank)
@@ -675,7 +684,7 @@ static void ox_finalize(struct loom_tx *tx)
     vp->domain = NULL;
     vp->fabric = NULL;
     if (vp->info)
-        fi_freeinfo(vp->info);
+        loom_fi.freeinfo(vp->info);
     vp->info = NULL;
     if (vp->epfd >= 0)
         close(vp->epfd);

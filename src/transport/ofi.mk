@@ -1,6 +1,7 @@
-# src/transport/ofi.mk: the libfabric transport (issue 17), built when
-# configure finds libfabric (HAVE_OFI). Its sources are the only files that
-# include <rdma/fabric.h>; libloom links libfabric only then.
+# src/transport/ofi.mk: the libfabric transport, built when
+# configure finds libfabric's headers (HAVE_OFI). Its sources are the only
+# files that include <rdma/fabric.h>; libloom does not link libfabric
+# (ofi_dl.c opens libfabric.so.1 when ofi is chosen), it only needs dlopen.
 
 # The registration cache, shared with the verbs transport: built always
 # (it needs no libfabric), so either transport can use it.
@@ -17,13 +18,13 @@ endif
 
 if HAVE_OFI
 libloom_core_la_SOURCES += \
+	src/transport/ofi_api.h \
+	src/transport/ofi_dl.c \
 	src/transport/ofi_priv.h \
 	src/transport/ofi_conn.c \
 	src/transport/ofi_data.c \
 	src/transport/ofi.c
 libloom_core_la_CPPFLAGS += $(OFI_CFLAGS)
-libloom_core_la_LIBADD += $(OFI_LIBS)
-LOOM_INTERNAL_LIBS += $(OFI_LIBS)
 endif
 
 # The transport's own cases (provider choice, split messages, registration,
@@ -48,3 +49,13 @@ EXTRA_DIST += tests/integration/test_coll_ofi.sh
 TESTS += tests/netns/ofi.sh
 EXTRA_DIST += tests/netns/ofi.sh
 EXTRA_DIST += docs/ofi.md
+
+# How a job ends when it is signalled (tcp, ofi, Python, PyTorch), that a
+# job that does not choose ofi maps no provider library, and a host without
+# libfabric. signal_rank links the shared libloom, as users' programs do.
+check_PROGRAMS += tests/integration/signal_rank
+tests_integration_signal_rank_SOURCES = tests/integration/signal_rank.c
+tests_integration_signal_rank_LDADD = libloom.la
+tests_integration_signal_rank_LDFLAGS = -no-install
+TESTS += tests/integration/test_signals.sh
+EXTRA_DIST += tests/integration/test_signals.sh tests/integration/signal_rank.py

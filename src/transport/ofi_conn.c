@@ -51,29 +51,11 @@
 #define OX_HELLO_MAGIC 0x4843464cu /* "LFCH" */
 #define OX_FRAME_MAGIC 0x4643464cu /* "LFCF" */
 #define OX_VERSION 1
-#define OX_BLOB_HDR (28 + OX_TOKEN_LEN)
+#define OX_BLOB_HDR (28 + LOOM_LINK_TOKEN_LEN)
 #define OX_BLOB_F_REPLY 0x1u
-#define OX_HELLO_F_KEYED 0x1u
+#define LOOM_LINK_HELLO_F_KEYED 0x1u
 
-static void fill_random(void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = getrandom(p, len, 0);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            uint64_t x = loom_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)p;
-            for (size_t i = 0; i < len; i++, x = x * 6364136223846793005ull + 1)
-                p[i] = (uint8_t)(x >> 56);
-            return;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-/* ---- wire: blob, hello, frame ---- */
+/* ---- wire: the blob (hello and frames: common/link_wire.h) ---- */
 
 /* magic u32 | version u16 | flags u16 | from u32 | to u32 | comm_id u64 |
  * addrlen u32 | token[32] | addr */
@@ -88,86 +70,16 @@ static size_t blob_encode(struct loom_tx *tx, int r, uint8_t *out)
     loom_put_le32(out + 12, (uint32_t)r);
     loom_put_le64(out + 16, tx->params.comm_id);
     loom_put_le32(out + 24, (uint32_t)vp->addrlen);
-    memcpy(out + 28, p->token, OX_TOKEN_LEN);
+    memcpy(out + 28, p->token, LOOM_LINK_TOKEN_LEN);
     memcpy(out + OX_BLOB_HDR, vp->addr, vp->addrlen);
     return OX_BLOB_HDR + vp->addrlen;
 }
 
-struct ox_hello {
-    uint16_t flags;
-    uint32_t from, to;
-    uint64_t comm_id;
-    uint8_t token[OX_TOKEN_LEN];
-    uint8_t mac[32];
-};
+static const struct loom_link_proto ox_proto = {OX_HELLO_MAGIC, OX_FRAME_MAGIC, OX_MAC_CTX};
 
-static void hello_encode(const struct ox_hello *h, uint8_t out[OX_HELLO_LEN])
-{
-    loom_put_le32(out, OX_HELLO_MAGIC);
-    loom_put_le16(out + 4, OX_VERSION);
-    loom_put_le16(out + 6, h->flags);
-    loom_put_le32(out + 8, h->from);
-    loom_put_le32(out + 12, h->to);
-    loom_put_le64(out + 16, h->comm_id);
-    memcpy(out + 24, h->token, OX_TOKEN_LEN);
-    memcpy(out + 56, h->mac, 32);
-}
-
-static int hello_decode(const uint8_t in[OX_HELLO_LEN], struct ox_hello *h)
-{
-    if (loom_get_le32(in) != OX_HELLO_MAGIC || loom_get_le16(in + 4) != OX_VERSION)
-        return -1;
-    h->flags = loom_get_le16(in + 6);
-    h->from = loom_get_le32(in + 8);
-    h->to = loom_get_le32(in + 12);
-    h->comm_id = loom_get_le64(in + 16);
-    memcpy(h->token, in + 24, OX_TOKEN_LEN);
-    memcpy(h->mac, in + 56, 32);
-    return 0;
-}
-
-struct ox_frame {
-    uint16_t type, flags;
-    uint64_t comm_id, w0, w1, w2;
-};
-
-static void frame_encode(const struct ox_frame *f, uint8_t out[OX_FRAME_LEN])
-{
-    loom_put_le32(out, OX_FRAME_MAGIC);
-    loom_put_le16(out + 4, f->type);
-    loom_put_le16(out + 6, f->flags);
-    loom_put_le64(out + 8, f->comm_id);
-    loom_put_le64(out + 16, f->w0);
-    loom_put_le64(out + 24, f->w1);
-    loom_put_le64(out + 32, f->w2);
-}
-
-static int frame_decode(const uint8_t in[OX_FRAME_LEN], struct ox_frame *f)
-{
-    if (loom_get_le32(in) != OX_FRAME_MAGIC)
-        return -1;
-    f->type = loom_get_le16(in + 4);
-    f->flags = loom_get_le16(in + 6);
-    f->comm_id = loom_get_le64(in + 8);
-    f->w0 = loom_get_le64(in + 16);
-    f->w1 = loom_get_le64(in + 24);
-    f->w2 = loom_get_le64(in + 32);
-    return f->type >= OX_CTL_ACK && f->type <= OX_CTL_GOT ? 0 : -1;
-}
-
-/* mac = HMAC-SHA256(job key, ctx | role | the hello's signed bytes); zeros
- * without a key. */
 static void ctl_mac(struct ox_priv *vp, char role, const uint8_t *hello, uint8_t mac[32])
 {
-    memset(mac, 0, 32);
-    if (!vp->key.set)
-        return;
-    /* the context's characters, the role, the signed bytes: every byte set */
-    uint8_t msg[sizeof OX_MAC_CTX + OX_HELLO_SIGNED];
-    memcpy(msg, OX_MAC_CTX, sizeof OX_MAC_CTX - 1);
-    msg[sizeof OX_MAC_CTX - 1] = (uint8_t)role;
-    memcpy(msg + sizeof OX_MAC_CTX, hello, OX_HELLO_SIGNED);
-    loom_auth_hmac_sha256(vp->key.bytes, vp->key.len, msg, sizeof msg, mac);
+    loom_link_mac(&ox_proto, vp->key.set ? vp->key.bytes : NULL, vp->key.len, role, hello, mac);
 }
 
 /* ---- address exchange ---- */
@@ -188,7 +100,7 @@ static void make_link(struct loom_tx *tx, int r)
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
     vp->live[vp->nlive++] = r; /* once: the state leaves OX_NONE now */
-    fill_random(p->token, sizeof p->token);
+    loom_link_token(p->token, sizeof p->token);
     p->t_start = loom_now();
     p->state = OX_WAIT_BLOB;
 }
@@ -206,27 +118,13 @@ static void ctl_up(struct loom_tx *tx, int r)
     loom_ofi_kick(tx, r);
 }
 
-static void set_keepalive(struct loom_tx *tx, int fd)
-{
-    if (tx->params.timeout <= 0)
-        return;
-    int idle = (int)(tx->params.timeout / 2), intvl = (int)(tx->params.timeout / 8), cnt = 4;
-    int one = 1;
-    idle = idle < 1 ? 1 : idle;
-    intvl = intvl < 1 ? 1 : intvl;
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-}
-
 static void send_ack(struct loom_tx *tx, int r)
 {
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
     uint8_t mac[32];
     ctl_mac(vp, 'A', p->ctl_in, mac);
-    loom_ofi_ctl_send(tx, r, OX_CTL_ACK, 0, loom_get_le64(mac), loom_get_le64(mac + 8),
+    loom_ofi_ctl_send(tx, r, LOOM_LINK_ACK, 0, loom_get_le64(mac), loom_get_le64(mac + 8),
                       loom_get_le64(mac + 16));
     if (!p->failed)
         ctl_up(tx, r);
@@ -247,7 +145,7 @@ static void ctl_connect(struct loom_tx *tx, int r)
         return;
     }
     loom_net_set_nodelay(fd);
-    set_keepalive(tx, fd);
+    loom_net_set_keepalive(fd, tx->params.timeout);
     p->ctl_fd = fd;
     p->ctl = OX_CS_CONNECTING;
     loom_ofi_epoll_add(tx, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, OX_EP_PEER(r));
@@ -273,7 +171,7 @@ static void apply_blob(struct loom_tx *tx, int r, const uint8_t *token, const vo
     if (n != 1) {
         loom_ofi_fail_peer(tx, r, LOOM_ERROR_SYSTEM,
                            "cannot be reached: fi_av_insert of its address: %s",
-                           n < 0 ? fi_strerror(-n) : "not inserted");
+                           n < 0 ? loom_fi.strerror(-n) : "not inserted");
         return;
     }
     p->addr = fa;
@@ -282,7 +180,7 @@ static void apply_blob(struct loom_tx *tx, int r, const uint8_t *token, const vo
         memcpy(&p->sa, addr, vp->addrlen);
         p->salen = (socklen_t)vp->addrlen;
     }
-    memcpy(p->rtoken, token, OX_TOKEN_LEN);
+    memcpy(p->rtoken, token, LOOM_LINK_TOKEN_LEN);
     p->state = OX_WAIT_CTL;
     if (answer && send_blob(tx, r) < 0)
         return;
@@ -350,10 +248,10 @@ void loom_ofi_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags,
     struct ox_peer *p = &vp->peers[r];
     if (p->ctl_fd < 0)
         return;
-    struct ox_frame f = {.type = type, .flags = flags, .comm_id = tx->params.comm_id,
+    struct loom_link_frame f = {.type = type, .flags = flags, .comm_id = tx->params.comm_id,
                          .w0 = w0, .w1 = w1, .w2 = w2};
-    uint8_t b[OX_FRAME_LEN];
-    frame_encode(&f, b);
+    uint8_t b[LOOM_LINK_FRAME_LEN];
+    loom_link_frame_encode(&ox_proto, &f, b);
     /* 40 bytes on a socket that carries a handful: taken whole, or the link
      * is gone (best effort, never blocks) */
     ssize_t n = send(p->ctl_fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -433,9 +331,9 @@ void loom_ofi_conn_pending_event(struct loom_tx *tx, int fd)
     pd->have += (size_t)n;
     if (pd->have < sizeof pd->in)
         return;
-    struct ox_hello h;
+    struct loom_link_hello h;
     char why[256];
-    if (hello_decode(pd->in, &h) != 0) {
+    if (loom_link_hello_decode(&ox_proto, pd->in, &h) != 0) {
         refuse(tx, i, "not a Loom ofi hello");
         return;
     }
@@ -448,7 +346,7 @@ void loom_ofi_conn_pending_event(struct loom_tx *tx, int fd)
         return;
     }
     struct ox_peer *p = &vp->peers[from];
-    if ((h.flags & OX_HELLO_F_KEYED) != (vp->key.set ? OX_HELLO_F_KEYED : 0)) {
+    if ((h.flags & LOOM_LINK_HELLO_F_KEYED) != (vp->key.set ? LOOM_LINK_HELLO_F_KEYED : 0)) {
         refuse(tx, i, vp->key.set ? "it has no job key (LOOM_JOB_KEY) and this rank has one"
                                   : "it has a job key and this rank has none");
         return;
@@ -469,7 +367,7 @@ void loom_ofi_conn_pending_event(struct loom_tx *tx, int fd)
     memcpy(p->ctl_in, pd->in, sizeof p->ctl_in);
     p->ctl_fd = fd;
     pending_drop(tx, i, 0);
-    set_keepalive(tx, fd);
+    loom_net_set_keepalive(fd, tx->params.timeout);
     loom_ofi_epoll_add(tx, fd, EPOLLIN | EPOLLRDHUP, OX_EP_PEER(from));
     if (p->state == OX_WAIT_CTL)
         send_ack(tx, from);
@@ -496,11 +394,10 @@ static int earlier_pending(const struct ox_peer *p, uint64_t seq)
     return 0;
 }
 
-static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
+static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame *f)
 {
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
-    char d[256];
     if (f->comm_id != tx->params.comm_id) {
         loom_ofi_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                            "sent a control frame of communicator %016llx",
@@ -508,42 +405,27 @@ static void handle_frame(struct loom_tx *tx, int r, const struct ox_frame *f)
         return;
     }
     switch (f->type) {
-    case OX_CTL_BYE:
+    case LOOM_LINK_BYE:
         p->bye = 1;
         loom_ofi_sends_received(tx, r, f->w0);
         return;
-    case OX_CTL_GOT: /* a FAIL follows: what it received is not failed */
+    case LOOM_LINK_GOT: /* a FAIL follows: what it received is not failed */
         loom_ofi_sends_received(tx, r, f->w0);
         return;
-    case OX_CTL_FAIL: {
-        int culprit = (int)f->flags - 1;
-        loom_result_t code = (loom_result_t)(int32_t)(uint32_t)(f->w2 >> 32);
-        uint32_t desc = (uint32_t)f->w2;
-        unsigned long long q = (unsigned long long)f->w0;
-        if (code == LOOM_ERROR_MISMATCH && culprit == tx->params.rank) {
-            /* it found this rank in another call: its call, for the
-             * message naming both */
-            tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r,
-                                                     .tag = (uint32_t)f->w0, .desc = desc,
-                                                     .count = f->w1};
-            loom_ofi_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
-                               "is in another collective call (it stopped in call #%llu)", q);
+    case LOOM_LINK_FAIL: {
+        struct loom_link_notice n;
+        char why[400];
+        loom_link_notice_decode(f, &n);
+        if (loom_link_notice_apply(tx, r, &n, loom_ofi_describe, why, sizeof why) ==
+            LOOM_ERROR_MISMATCH) {
+            loom_ofi_fail_peer(tx, r, LOOM_ERROR_MISMATCH, "%s", why);
             return;
         }
-        const char *who = NULL;
-        if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
-            who = culprit == tx->params.rank ? "this rank"
-                                             : loom_ofi_describe(tx, culprit, d, sizeof d);
-            if (culprit != tx->params.rank)
-                tx->blame = culprit + 1; /* pass the original cause on */
-        }
-        char why[400];
-        loom_tx_stop_reason(why, sizeof why, code, q, who);
         if (p->held)
             return; /* one notice is enough */
-        if (earlier_pending(p, f->w0) && (p->held_why = strdup(why)) != NULL) {
+        if (earlier_pending(p, n.seq) && (p->held_why = strdup(why)) != NULL) {
             p->held = LOOM_ERROR_REMOTE;
-            p->held_seq = f->w0;
+            p->held_seq = n.seq;
             p->held_at = loom_now();
             return;
         }
@@ -573,16 +455,16 @@ void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
                                "cannot be reached on its control address: %s", strerror(err));
             return;
         }
-        struct ox_hello h = {.flags = vp->key.set ? OX_HELLO_F_KEYED : 0,
+        struct loom_link_hello h = {.flags = vp->key.set ? LOOM_LINK_HELLO_F_KEYED : 0,
                              .from = (uint32_t)tx->params.rank, .to = (uint32_t)r,
                              .comm_id = tx->params.comm_id};
         memcpy(h.token, p->rtoken, sizeof h.token);
-        uint8_t b[LOOM_OOB_PREAMBLE_LEN + OX_HELLO_LEN];
+        uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_LINK_HELLO_LEN];
         loom_oob_preamble(tx->params.oob, LOOM_OOB_KIND_OFI, b);
         uint8_t *hb = b + LOOM_OOB_PREAMBLE_LEN;
-        hello_encode(&h, hb);
+        loom_link_hello_encode(&ox_proto, &h, hb);
         ctl_mac(vp, 'C', hb, h.mac);
-        hello_encode(&h, hb);
+        loom_link_hello_encode(&ox_proto, &h, hb);
         memcpy(p->ctl_in, hb, sizeof p->ctl_in);
         if (send(p->ctl_fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof b) {
             loom_ofi_fail_peer(tx, r, LOOM_ERROR_REMOTE, "dropped its control connection: %s",
@@ -596,7 +478,7 @@ void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
         return;
     }
     for (;;) {
-        uint8_t fb[OX_FRAME_LEN];
+        uint8_t fb[LOOM_LINK_FRAME_LEN];
         ssize_t n = recv(p->ctl_fd, fb, sizeof fb, MSG_DONTWAIT | MSG_PEEK);
         if (n == 0) {
             /* without a goodbye it exited or crashed; completions in flight
@@ -619,8 +501,8 @@ void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
             return;
         if (recv(p->ctl_fd, fb, sizeof fb, MSG_DONTWAIT) != (ssize_t)sizeof fb)
             return;
-        struct ox_frame f;
-        if (frame_decode(fb, &f) != 0) {
+        struct loom_link_frame f;
+        if (loom_link_frame_decode(&ox_proto, fb, &f) != 0) {
             loom_ofi_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                                "sent bytes on its control connection that are not a frame");
             return;
@@ -631,11 +513,11 @@ void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
             loom_put_le64(got, f.w0);
             loom_put_le64(got + 8, f.w1);
             loom_put_le64(got + 16, f.w2);
-            if (f.type != OX_CTL_ACK || f.comm_id != tx->params.comm_id ||
+            if (f.type != LOOM_LINK_ACK || f.comm_id != tx->params.comm_id ||
                 (vp->key.set && !loom_auth_equal(got, mac, sizeof got))) {
                 loom_ofi_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                                    "answered the control hello with %s",
-                                   f.type != OX_CTL_ACK ? "something else than ACK"
+                                   f.type != LOOM_LINK_ACK ? "something else than ACK"
                                                         : "a wrong job key proof");
                 return;
             }

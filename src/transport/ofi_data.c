@@ -46,7 +46,7 @@ static loom_result_t mr_reg(struct loom_tx *tx, void *buf, size_t len, struct fi
     }
     if (ret) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: fi_mr_reg of %zu bytes at %p: %s", len,
-                 buf, fi_strerror(-ret));
+                 buf, loom_fi.strerror(-ret));
         return LOOM_ERROR_SYSTEM;
     }
     vp->counts.regs++;
@@ -247,7 +247,7 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
     if (ret) {
         op_put(vp, op);
         loom_ofi_fail_peer(tx, req->peer, LOOM_ERROR_SYSTEM, ": %s of %zu bytes failed: %s",
-                           req->is_send ? "fi_tsend" : "fi_trecv", clen, fi_strerror((int)-ret));
+                           req->is_send ? "fi_tsend" : "fi_trecv", clen, loom_fi.strerror((int)-ret));
         return -1;
     }
     op->prev = NULL;
@@ -363,14 +363,14 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
             (err == FI_ETRUNC || err == FI_EMSGSIZE || err == FI_ETOOSMALL)) {
             snprintf(tx->errmsg, sizeof tx->errmsg,
                      "%s sent a message longer than the %zu bytes this rank expected (%s)",
-                     loom_ofi_describe(tx, op->peer, d, sizeof d), req->len, fi_strerror(err));
+                     loom_ofi_describe(tx, op->peer, d, sizeof d), req->len, loom_fi.strerror(err));
             if (!rs->err)
                 rs->err = LOOM_ERROR_MISMATCH;
         } else if (err) {
             op_put(vp, op);
             loom_ofi_fail_peer(tx, req->peer, LOOM_ERROR_REMOTE,
                                ": a %s of %zu bytes failed: %s (provider error %d: %s)",
-                               req->is_send ? "send" : "receive", req->len, fi_strerror(err),
+                               req->is_send ? "send" : "receive", req->len, loom_fi.strerror(err),
                                prov_err, perr ? perr : "");
             return;
         } else if (!req->is_send) {
@@ -422,7 +422,7 @@ int loom_ofi_poll_cq(struct loom_tx *tx)
                         perr);
             continue;
         }
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: fi_cq_read: %s", fi_strerror((int)-n));
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: fi_cq_read: %s", loom_fi.strerror((int)-n));
         vp->pending_err = LOOM_ERROR_SYSTEM;
         break;
     }

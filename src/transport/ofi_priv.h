@@ -45,6 +45,9 @@
 #include <rdma/fi_errno.h>
 
 #include "auth.h"
+#include "transport/common/link_notice.h"
+#include "transport/common/link_wire.h"
+#include "transport/ofi_api.h"
 #include "transport/regcache.h"
 #include "transport/transport.h"
 
@@ -61,16 +64,7 @@ static inline uint64_t ox_len_hash(uint64_t len)
      ox_len_hash(len) << 28 | ((uint64_t)(msg) & 0xfffffffull))
 #define OX_MAX_CHUNKS 4096u
 
-#define OX_TOKEN_LEN 32
 #define OX_ADDR_MAX 256          /* bytes of a provider address we accept    */
-#define OX_HELLO_LEN 88
-#define OX_HELLO_SIGNED 56
-#define OX_FRAME_LEN 40
-
-/* Control frames after the hello: BYE (w0: how many of the peer's messages
- * arrived), FAIL (flags: culprit + 1, w0: call, w1: count, w2: desc and
- * result), GOT (w0 as BYE's, sent just before a FAIL). */
-enum ox_ctl_type { OX_CTL_ACK = 1, OX_CTL_BYE = 2, OX_CTL_FAIL = 3, OX_CTL_GOT = 4 };
 
 enum ox_state {
     OX_NONE = 0,
@@ -105,11 +99,11 @@ struct ox_peer {
     double t_start;
     fi_addr_t addr;
     int have_addr;
-    uint8_t token[OX_TOKEN_LEN];      /* its control hello must carry this   */
-    uint8_t rtoken[OX_TOKEN_LEN];     /* what ours must carry                */
+    uint8_t token[LOOM_LINK_TOKEN_LEN];      /* its control hello must carry this   */
+    uint8_t rtoken[LOOM_LINK_TOKEN_LEN];     /* what ours must carry                */
     int ctl_fd;
     enum ox_ctl_state ctl;
-    uint8_t ctl_in[OX_HELLO_LEN];
+    uint8_t ctl_in[LOOM_LINK_HELLO_LEN];
     size_t ctl_have;
     double eof_at, bye_at;
     int bye;
@@ -158,7 +152,7 @@ struct ox_pending {              /* a control socket, its hello not yet read */
     int fd;
     double deadline;
     char from[64];
-    uint8_t in[OX_HELLO_LEN];
+    uint8_t in[LOOM_LINK_HELLO_LEN];
     size_t have;
 };
 

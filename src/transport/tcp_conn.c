@@ -115,18 +115,8 @@ static void sock_up(struct loom_tx *tx, struct tcp_sock *sk, int fd, int added)
      * messages at 2 and 4 ranks ran 6-45% faster with 512K than autotuned.
      * Receive buffers stay autotuned. */
     loom_net_set_sndbuf(fd, tp->sndbuf);
-    if (tx->params.timeout > 0) {
-        /* the kernel probes idle links, so a lost host is noticed within
-         * about LOOM_TIMEOUT even between calls */
-        int idle = (int)(tx->params.timeout / 2), intvl = (int)(tx->params.timeout / 8);
-        int cnt = 4, one = 1;
-        idle = idle < 1 ? 1 : idle;
-        intvl = intvl < 1 ? 1 : intvl;
-        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    }
+    /* a lost host is noticed within about LOOM_TIMEOUT even between calls */
+    loom_net_set_keepalive(fd, tx->params.timeout);
     sk->ep_mask = EPOLLIN | EPOLLRDHUP;
     watch(tp, fd, sk, sk->ep_mask, !added);
     struct tcp_peer *peer = &tp->peers[sk->peer];

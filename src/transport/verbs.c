@@ -521,14 +521,16 @@ static void vx_shutdown(struct loom_tx *tx, loom_result_t res)
     vp->shut = 1;
     /* tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it */
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
+    struct loom_link_notice n = {
+        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
+        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
+    struct loom_link_frame f;
+    loom_link_notice_encode(&n, &f);
     for (int r = 0; r < tx->params.nranks; r++) {
         struct vx_peer *p = &vp->peers[r];
         if (r == tx->params.rank || p->failed || p->bye || p->ctl != VX_CTL_UP)
             continue;
-        loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_FAIL, (uint16_t)(culprit + 1), tx->notice_seq,
-                            tx->notice_count,
-                            tx->notice_desc | (uint64_t)(uint32_t)res << 32);
+        loom_verbs_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
         /* half-close: the notice is followed by an end of stream */
         shutdown(p->ctl_fd, SHUT_WR);
     }
@@ -559,7 +561,7 @@ static void vx_finalize(struct loom_tx *tx)
         for (int r = 0; r < tx->params.nranks; r++) {
             struct vx_peer *p = &vp->peers[r];
             if (r != tx->params.rank && !p->failed && p->ctl == VX_CTL_UP)
-                loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_BYE, 0, 0, 0, 0);
+                loom_verbs_ctl_send(tx, r, LOOM_LINK_BYE, 0, 0, 0, 0);
         }
         for (int r = 0; r < tx->params.nranks; r++) {
             struct vx_peer *p = &vp->peers[r];

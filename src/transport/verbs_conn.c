@@ -48,37 +48,12 @@
 #define VX_MAX_PENDING 256
 #define VX_MAC_CTX "loom-verbs-ctl"
 
-static void fill_random(void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = getrandom(p, len, 0);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            /* no entropy source: still unique per process and call */
-            uint64_t x = loom_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)p;
-            for (size_t i = 0; i < len; i++, x = x * 6364136223846793005ull + 1)
-                p[i] = (uint8_t)(x >> 56);
-            return;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-}
+static const struct loom_link_proto vx_proto = {LOOM_VERBS_HELLO_MAGIC, LOOM_VERBS_FRAME_MAGIC,
+                                                VX_MAC_CTX};
 
-/* mac = HMAC-SHA256(job key, ctx | role | the hello's signed bytes); zeros
- * without a key. */
 static void ctl_mac(struct vx_priv *vp, char role, const uint8_t *hello, uint8_t mac[32])
 {
-    memset(mac, 0, 32);
-    if (!vp->key.set)
-        return;
-    uint8_t msg[sizeof VX_MAC_CTX + 1 + LOOM_VERBS_HELLO_SIGNED] = {0}; /* last byte: 0 */
-    memcpy(msg, VX_MAC_CTX, sizeof VX_MAC_CTX - 1);
-    msg[sizeof VX_MAC_CTX - 1] = (uint8_t)role;
-    memcpy(msg + sizeof VX_MAC_CTX, hello, LOOM_VERBS_HELLO_SIGNED);
-    loom_auth_hmac_sha256(vp->key.bytes, vp->key.len, msg, sizeof msg, mac);
+    loom_link_mac(&vx_proto, vp->key.set ? vp->key.bytes : NULL, vp->key.len, role, hello, mac);
 }
 
 static void blob_of(struct loom_tx *tx, int r, struct loom_verbs_blob *b)
@@ -181,9 +156,9 @@ static loom_result_t make_qp(struct loom_tx *tx, int r)
     if (ia.cap.max_inline_data < vp->tune.inline_max)
         vp->tune.inline_max = ia.cap.max_inline_data;
     uint32_t psn;
-    fill_random(&psn, sizeof psn);
+    loom_link_token(&psn, sizeof psn);
     p->psn = psn & 0xffffffu;
-    fill_random(p->token, sizeof p->token);
+    loom_link_token(p->token, sizeof p->token);
     res = cq_grow(tx, (int)(p->sq_depth + p->rq_depth));
     if (res < 0) {
         loom_verbs_fail_peer(tx, r, res, "cannot be connected: %s", tx->errmsg);
@@ -217,20 +192,6 @@ static void ctl_up(struct loom_tx *tx, int r)
     loom_verbs_kick(tx, r);
 }
 
-static void set_keepalive(struct loom_tx *tx, int fd)
-{
-    if (tx->params.timeout <= 0)
-        return;
-    int idle = (int)(tx->params.timeout / 2), intvl = (int)(tx->params.timeout / 8), cnt = 4;
-    int one = 1;
-    idle = idle < 1 ? 1 : idle;
-    intvl = intvl < 1 ? 1 : intvl;
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-}
-
 /* The higher rank, its queue pair RTS and the hello checked: answer ACK. */
 static void send_ack(struct loom_tx *tx, int r)
 {
@@ -238,7 +199,7 @@ static void send_ack(struct loom_tx *tx, int r)
     struct vx_peer *p = &vp->peers[r];
     uint8_t mac[32];
     ctl_mac(vp, 'A', p->ctl_in, mac);
-    loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_ACK, 0, loom_get_le64(mac),
+    loom_verbs_ctl_send(tx, r, LOOM_LINK_ACK, 0, loom_get_le64(mac),
                         loom_get_le64(mac + 8), loom_get_le64(mac + 16));
     if (!p->failed)
         ctl_up(tx, r);
@@ -263,7 +224,7 @@ static void ctl_connect(struct loom_tx *tx, int r)
         return;
     }
     loom_net_set_nodelay(fd);
-    set_keepalive(tx, fd);
+    loom_net_set_keepalive(fd, tx->params.timeout);
     p->ctl_fd = fd;
     p->ctl = VX_CTL_CONNECTING;
     loom_verbs_epoll_add(tx, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, VX_EP_PEER(r));
@@ -374,10 +335,10 @@ void loom_verbs_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flag
     struct vx_peer *p = &vp->peers[r];
     if (p->ctl_fd < 0)
         return;
-    struct loom_verbs_frame f = {.type = type, .flags = flags, .comm_id = tx->params.comm_id,
+    struct loom_link_frame f = {.type = type, .flags = flags, .comm_id = tx->params.comm_id,
                                  .w0 = w0, .w1 = w1, .w2 = w2};
-    uint8_t b[LOOM_VERBS_FRAME_LEN];
-    loom_verbs_frame_encode(&f, b);
+    uint8_t b[LOOM_LINK_FRAME_LEN];
+    loom_link_frame_encode(&vx_proto, &f, b);
     /* 40 bytes on a socket that carries a handful: the kernel takes them
      * whole or the link is gone (best effort, never blocks) */
     ssize_t n = send(p->ctl_fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -458,9 +419,9 @@ void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd)
     pd->have += (size_t)n;
     if (pd->have < sizeof pd->in)
         return;
-    struct loom_verbs_hello h;
+    struct loom_link_hello h;
     char why[256];
-    if (loom_verbs_hello_decode(pd->in, &h) != 0) {
+    if (loom_link_hello_decode(&vx_proto, pd->in, &h) != 0) {
         refuse(tx, i, "not a Loom verbs hello");
         return;
     }
@@ -473,7 +434,7 @@ void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd)
         return;
     }
     struct vx_peer *p = &vp->peers[from];
-    if ((h.flags & LOOM_VERBS_HELLO_F_KEYED) != (vp->key.set ? LOOM_VERBS_HELLO_F_KEYED : 0)) {
+    if ((h.flags & LOOM_LINK_HELLO_F_KEYED) != (vp->key.set ? LOOM_LINK_HELLO_F_KEYED : 0)) {
         refuse(tx, i, vp->key.set ? "it has no job key (LOOM_JOB_KEY) and this rank has one"
                                   : "it has a job key and this rank has none");
         return;
@@ -496,7 +457,7 @@ void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd)
     memcpy(p->ctl_in, pd->in, sizeof p->ctl_in); /* signed bytes, for the ACK */
     p->ctl_fd = fd;
     pending_drop(tx, i, 0);
-    set_keepalive(tx, fd);
+    loom_net_set_keepalive(fd, tx->params.timeout);
     loom_verbs_epoll_add(tx, fd, EPOLLIN | EPOLLRDHUP, VX_EP_PEER(from));
     if (p->state == VX_WAIT_CTL)
         send_ack(tx, from);
@@ -505,11 +466,10 @@ void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd)
 }
 
 /* A control frame from an established peer. */
-static void handle_frame(struct loom_tx *tx, int r, const struct loom_verbs_frame *f)
+static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame *f)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
-    char d[256];
     if (f->comm_id != tx->params.comm_id) {
         loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                              "sent a control frame of communicator %016llx",
@@ -517,33 +477,20 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_verbs_fram
         return;
     }
     switch (f->type) {
-    case LOOM_VERBS_CTL_BYE:
+    case LOOM_LINK_BYE:
         p->bye = 1; /* whether it was expected is judged after the CQ drains */
         return;
-    case LOOM_VERBS_CTL_PING:
+    case LOOM_LINK_PING:
         return;
-    case LOOM_VERBS_CTL_FAIL: {
-        int culprit = (int)f->flags - 1;
-        loom_result_t code = (loom_result_t)(int32_t)(uint32_t)(f->w2 >> 32);
-        uint32_t desc = (uint32_t)f->w2;
-        unsigned long long q = (unsigned long long)f->w0;
-        if (code == LOOM_ERROR_MISMATCH && culprit == tx->params.rank) {
-            tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r,
-                                                     .tag = (uint32_t)f->w0, .desc = desc,
-                                                     .count = f->w1};
-            loom_verbs_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
-                                 "is in another collective call (it stopped in call #%llu)", q);
+    case LOOM_LINK_FAIL: {
+        struct loom_link_notice n;
+        char why[400];
+        loom_link_notice_decode(f, &n);
+        if (loom_link_notice_apply(tx, r, &n, loom_verbs_describe, why, sizeof why) ==
+            LOOM_ERROR_MISMATCH) {
+            loom_verbs_fail_peer(tx, r, LOOM_ERROR_MISMATCH, "%s", why);
             return;
         }
-        const char *who = NULL;
-        if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
-            who = culprit == tx->params.rank ? "this rank"
-                                             : loom_verbs_describe(tx, culprit, d, sizeof d);
-            if (culprit != tx->params.rank)
-                tx->blame = culprit + 1; /* pass the original cause on */
-        }
-        char why[400];
-        loom_tx_stop_reason(why, sizeof why, code, q, who);
         /* it finished its earlier calls before it failed: its writes for
          * them were acknowledged, so their completions are here or about
          * to be; take those in the queue before its requests fail (the
@@ -576,18 +523,18 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
                                  "cannot be reached on its control address: %s", strerror(err));
             return;
         }
-        struct loom_verbs_hello h = {.flags = vp->key.set ? LOOM_VERBS_HELLO_F_KEYED : 0,
+        struct loom_link_hello h = {.flags = vp->key.set ? LOOM_LINK_HELLO_F_KEYED : 0,
                                      .from = (uint32_t)tx->params.rank, .to = (uint32_t)r,
                                      .comm_id = tx->params.comm_id};
         memcpy(h.token, p->remote.token, sizeof h.token);
         /* the OOB service's preamble (it hands the socket over), then the
          * hello: 104 bytes on a new socket, taken whole */
-        uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_VERBS_HELLO_LEN];
+        uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_LINK_HELLO_LEN];
         loom_oob_preamble(tx->params.oob, LOOM_OOB_KIND_VERBS, b);
         uint8_t *hb = b + LOOM_OOB_PREAMBLE_LEN;
-        loom_verbs_hello_encode(&h, hb);
+        loom_link_hello_encode(&vx_proto, &h, hb);
         ctl_mac(vp, 'C', hb, h.mac);
-        loom_verbs_hello_encode(&h, hb);
+        loom_link_hello_encode(&vx_proto, &h, hb);
         memcpy(p->ctl_in, hb, sizeof p->ctl_in); /* to check the ACK's proof */
         if (send(p->ctl_fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof b) {
             loom_verbs_fail_peer(tx, r, LOOM_ERROR_REMOTE, "dropped its control connection: %s",
@@ -602,7 +549,7 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
     }
     /* frames: read what is there, 40 bytes at a time */
     for (;;) {
-        uint8_t fb[LOOM_VERBS_FRAME_LEN];
+        uint8_t fb[LOOM_LINK_FRAME_LEN];
         ssize_t n = recv(p->ctl_fd, fb, sizeof fb, MSG_DONTWAIT | MSG_PEEK);
         if (n == 0) {
             /* without a goodbye it exited or crashed; but a completion in
@@ -627,8 +574,8 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
             return; /* the rest follows */
         if (recv(p->ctl_fd, fb, sizeof fb, MSG_DONTWAIT) != (ssize_t)sizeof fb)
             return;
-        struct loom_verbs_frame f;
-        if (loom_verbs_frame_decode(fb, &f) != 0) {
+        struct loom_link_frame f;
+        if (loom_link_frame_decode(&vx_proto, fb, &f) != 0) {
             loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                                  "sent bytes on its control connection that are not a frame");
             return;
@@ -639,11 +586,11 @@ void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
             loom_put_le64(got, f.w0);
             loom_put_le64(got + 8, f.w1);
             loom_put_le64(got + 16, f.w2);
-            if (f.type != LOOM_VERBS_CTL_ACK || f.comm_id != tx->params.comm_id ||
+            if (f.type != LOOM_LINK_ACK || f.comm_id != tx->params.comm_id ||
                 (vp->key.set && !loom_auth_equal(got, mac, sizeof got))) {
                 loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
                                      "answered the control hello with %s",
-                                     f.type != LOOM_VERBS_CTL_ACK ? "something else than ACK"
+                                     f.type != LOOM_LINK_ACK ? "something else than ACK"
                                                                   : "a wrong job key proof");
                 return;
             }

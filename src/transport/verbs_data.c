@@ -360,10 +360,12 @@ static void refuse_cts(struct loom_tx *tx, int r, struct loom_tx_req *req,
                        const struct loom_verbs_cts *c)
 {
     int other_call = c->tag != req->tag || c->desc != req->desc || c->count != req->count;
-    loom_verbs_ctl_send(tx, r, LOOM_VERBS_CTL_FAIL, (uint16_t)(r + 1), req->tag, req->count,
-                        req->desc | (uint64_t)(uint32_t)(other_call ? LOOM_ERROR_MISMATCH
-                                                                    : LOOM_ERROR_PROTOCOL)
-                                        << 32);
+    struct loom_link_notice n = {.culprit = r,
+                                 .code = other_call ? LOOM_ERROR_MISMATCH : LOOM_ERROR_PROTOCOL,
+                                 .seq = req->tag, .count = req->count, .desc = req->desc};
+    struct loom_link_frame f;
+    loom_link_notice_encode(&n, &f);
+    loom_verbs_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
     if (other_call) {
         tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r, .tag = c->tag,
                                                  .desc = c->desc, .count = c->count};

@@ -1,10 +1,11 @@
 /* verbs_dl.c - fill the verbs table (verbs_api.h) from libibverbs.so.1 at
  * first use, so that libloom never links libibverbs.
  *
- * Symbols are looked up by version (dlvsym "IBVERBS_1.1", falling back to
- * "IBVERBS_1.0" for those that have only that): libibverbs keeps 1.0
- * compatibility entries of the same names with other structure layouts,
- * and plain dlsym would hand out whichever is the default.
+ * The library is opened through dl.h. Symbols are looked up by version
+ * (dlvsym "IBVERBS_1.1", falling back to "IBVERBS_1.0" for those that have
+ * only that): libibverbs keeps 1.0 compatibility entries of the same
+ * names with other structure layouts, and plain dlsym would hand out
+ * whichever is the default.
  *
  * The header's inline entry points are wrapped here, calling the inlines
  * themselves: ibv_post_send, ibv_post_recv, ibv_poll_cq and
@@ -15,12 +16,12 @@
  * wrapper below does the same through the looked-up symbol. */
 #include "build_config.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dl.h"
 #include "transport/verbs_api.h"
 
 static const struct loom_ibv *installed;
@@ -31,14 +32,13 @@ static const struct loom_ibv *installed;
  * definition: the weak reference stays NULL and the variable is refused. */
 extern const struct loom_ibv *loom_verbs_test_model(char *why, size_t len)
     __attribute__((weak));
-static struct loom_ibv lib;
-static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
-static char lib_why[256];
-static int lib_ok;
 
 /* the exported ibv_query_port, with the layout it has (a prefix of
- * struct ibv_port_attr) */
-static int (*dl_query_port)(struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
+ * struct ibv_port_attr), beside the table */
+static struct {
+    struct loom_ibv t;
+    int (*query_port)(struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
+} lib;
 
 static int wrap_query_port(struct ibv_context *context, uint8_t port,
                            struct ibv_port_attr *attr)
@@ -47,7 +47,7 @@ static int wrap_query_port(struct ibv_context *context, uint8_t port,
     if (vctx)
         return vctx->query_port(context, port, attr, sizeof *attr);
     memset(attr, 0, sizeof *attr);
-    return dl_query_port(context, port, (struct _compat_ibv_port_attr *)attr);
+    return lib.query_port(context, port, (struct _compat_ibv_port_attr *)attr);
 }
 
 static int wrap_req_notify_cq(struct ibv_cq *cq, int solicited_only)
@@ -70,65 +70,58 @@ static int wrap_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
     return ibv_poll_cq(cq, n, wc);
 }
 
-static void *sym(void *h, const char *name)
+#define SYM(field, name) {name, offsetof(__typeof__(lib), field)}
+static const struct loom_dl_sym syms[] = {
+    SYM(t.get_device_list, "ibv_get_device_list"),
+    SYM(t.free_device_list, "ibv_free_device_list"),
+    SYM(t.get_device_name, "ibv_get_device_name"),
+    SYM(t.open_device, "ibv_open_device"),
+    SYM(t.close_device, "ibv_close_device"),
+    SYM(t.query_device, "ibv_query_device"),
+    SYM(query_port, "ibv_query_port"),
+    SYM(t.query_gid, "ibv_query_gid"),
+    SYM(t.alloc_pd, "ibv_alloc_pd"),
+    SYM(t.dealloc_pd, "ibv_dealloc_pd"),
+    SYM(t.reg_mr, "ibv_reg_mr"),
+    SYM(t.dereg_mr, "ibv_dereg_mr"),
+    SYM(t.create_comp_channel, "ibv_create_comp_channel"),
+    SYM(t.destroy_comp_channel, "ibv_destroy_comp_channel"),
+    SYM(t.create_cq, "ibv_create_cq"),
+    SYM(t.resize_cq, "ibv_resize_cq"),
+    SYM(t.destroy_cq, "ibv_destroy_cq"),
+    SYM(t.get_cq_event, "ibv_get_cq_event"),
+    SYM(t.ack_cq_events, "ibv_ack_cq_events"),
+    SYM(t.create_qp, "ibv_create_qp"),
+    SYM(t.modify_qp, "ibv_modify_qp"),
+    SYM(t.destroy_qp, "ibv_destroy_qp"),
+    SYM(t.wc_status_str, "ibv_wc_status_str"),
+};
+#undef SYM
+
+static const char *const versions[] = {"IBVERBS_1.1", "IBVERBS_1.0", NULL};
+
+static void fill_wrappers(void)
 {
-    void *p = dlvsym(h, name, "IBVERBS_1.1");
-    if (!p)
-        p = dlvsym(h, name, "IBVERBS_1.0");
-    if (!p && !lib_why[0])
-        snprintf(lib_why, sizeof lib_why, "libibverbs.so.1 has no %s", name);
-    return p;
+    lib.t.struct_size = sizeof lib.t;
+    lib.t.name = "libibverbs.so.1";
+    lib.t.sysfs = "/sys/class/infiniband";
+    /* inline in verbs.h: through the context's ops */
+    lib.t.query_port = wrap_query_port;
+    lib.t.req_notify_cq = wrap_req_notify_cq;
+    lib.t.post_send = wrap_post_send;
+    lib.t.post_recv = wrap_post_recv;
+    lib.t.poll_cq = wrap_poll_cq;
 }
 
-static void lib_load(void)
-{
-    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(lib_why, sizeof lib_why, "%s", e ? e : "libibverbs.so.1: cannot be loaded");
-        return;
-    }
-    /* each pointer takes the symbol's own type: a cast through void * is
-     * how dlsym results are used (POSIX) */
-#define LOAD(field, name) *(void **)&lib.field = sym(h, name)
-    lib.struct_size = sizeof lib;
-    lib.name = "libibverbs.so.1";
-    lib.sysfs = "/sys/class/infiniband";
-    LOAD(get_device_list, "ibv_get_device_list");
-    LOAD(free_device_list, "ibv_free_device_list");
-    LOAD(get_device_name, "ibv_get_device_name");
-    LOAD(open_device, "ibv_open_device");
-    LOAD(close_device, "ibv_close_device");
-    LOAD(query_device, "ibv_query_device");
-    *(void **)&dl_query_port = sym(h, "ibv_query_port");
-    LOAD(query_gid, "ibv_query_gid");
-    LOAD(alloc_pd, "ibv_alloc_pd");
-    LOAD(dealloc_pd, "ibv_dealloc_pd");
-    LOAD(reg_mr, "ibv_reg_mr");
-    LOAD(dereg_mr, "ibv_dereg_mr");
-    LOAD(create_comp_channel, "ibv_create_comp_channel");
-    LOAD(destroy_comp_channel, "ibv_destroy_comp_channel");
-    LOAD(create_cq, "ibv_create_cq");
-    LOAD(resize_cq, "ibv_resize_cq");
-    LOAD(destroy_cq, "ibv_destroy_cq");
-    LOAD(get_cq_event, "ibv_get_cq_event");
-    LOAD(ack_cq_events, "ibv_ack_cq_events");
-    LOAD(create_qp, "ibv_create_qp");
-    LOAD(modify_qp, "ibv_modify_qp");
-    LOAD(destroy_qp, "ibv_destroy_qp");
-    LOAD(wc_status_str, "ibv_wc_status_str");
-#undef LOAD
-    lib.query_port = wrap_query_port;
-    lib.req_notify_cq = wrap_req_notify_cq;
-    lib.post_send = wrap_post_send;
-    lib.post_recv = wrap_post_recv;
-    lib.poll_cq = wrap_poll_cq;
-    if (lib_why[0]) {
-        dlclose(h);
-        return;
-    }
-    lib_ok = 1; /* the handle stays open for the life of the process */
-}
+static struct loom_dl dl = {
+    .lib = "libibverbs.so.1",
+    .versions = versions,
+    .syms = syms,
+    .nsyms = sizeof syms / sizeof syms[0],
+    .table = &lib,
+    .before = fill_wrappers,
+    LOOM_DL_STATE,
+};
 
 const struct loom_ibv *loom_ibv_get(char *why, size_t len)
 {
@@ -144,12 +137,7 @@ const struct loom_ibv *loom_ibv_get(char *why, size_t len)
                      "model of verbs linked in (only Loom's tests do)");
         return NULL;
     }
-    pthread_once(&lib_once, lib_load);
-    if (lib_ok)
-        return &lib;
-    if (why && len)
-        snprintf(why, len, "%s", lib_why);
-    return NULL;
+    return loom_dl_load(&dl, why, len) == 0 ? &lib.t : NULL;
 }
 
 void loom_ibv_set(const struct loom_ibv *ibv)

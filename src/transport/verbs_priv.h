@@ -10,6 +10,8 @@
 
 #include "auth.h"
 #include "net/net.h"
+#include "transport/common/link_notice.h"
+#include "transport/common/link_wire.h"
 #include "transport/regcache.h"
 #include "transport/transport.h"
 #include "transport/verbs_api.h"
@@ -82,7 +84,7 @@ struct vx_peer {
     /* control channel */
     int ctl_fd;
     enum vx_ctl_state ctl;
-    uint8_t ctl_in[LOOM_VERBS_HELLO_LEN];
+    uint8_t ctl_in[LOOM_LINK_HELLO_LEN];
     size_t ctl_have;
     double eof_at;               /* its control socket ended (0: not), no bye */
     double bye_at;               /* it said goodbye with requests pending     */
@@ -136,7 +138,7 @@ struct vx_pending {              /* a control socket, its hello not yet read  */
     int fd;
     double deadline;
     char from[64];               /* its address, for a refusal's message      */
-    uint8_t in[LOOM_VERBS_HELLO_LEN];
+    uint8_t in[LOOM_LINK_HELLO_LEN];
     size_t have;
 };
 

@@ -196,60 +196,6 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
     return 0;
 }
 
-/* ---- control channel ---- */
-
-void loom_verbs_hello_encode(const struct loom_verbs_hello *h, uint8_t out[LOOM_VERBS_HELLO_LEN])
-{
-    loom_put_le32(out, LOOM_VERBS_HELLO_MAGIC);
-    loom_put_le16(out + 4, LOOM_VERBS_CTL_VERSION);
-    loom_put_le16(out + 6, h->flags);
-    loom_put_le32(out + 8, h->from);
-    loom_put_le32(out + 12, h->to);
-    loom_put_le64(out + 16, h->comm_id);
-    memcpy(out + 24, h->token, LOOM_VERBS_TOKEN_LEN);
-    memcpy(out + 56, h->mac, 32);
-}
-
-int loom_verbs_hello_decode(const uint8_t in[LOOM_VERBS_HELLO_LEN], struct loom_verbs_hello *h)
-{
-    if (loom_get_le32(in) != LOOM_VERBS_HELLO_MAGIC ||
-        loom_get_le16(in + 4) != LOOM_VERBS_CTL_VERSION)
-        return -1;
-    h->flags = loom_get_le16(in + 6);
-    h->from = loom_get_le32(in + 8);
-    h->to = loom_get_le32(in + 12);
-    h->comm_id = loom_get_le64(in + 16);
-    memcpy(h->token, in + 24, LOOM_VERBS_TOKEN_LEN);
-    memcpy(h->mac, in + 56, 32);
-    return 0;
-}
-
-void loom_verbs_frame_encode(const struct loom_verbs_frame *f, uint8_t out[LOOM_VERBS_FRAME_LEN])
-{
-    loom_put_le32(out, LOOM_VERBS_FRAME_MAGIC);
-    loom_put_le16(out + 4, f->type);
-    loom_put_le16(out + 6, f->flags);
-    loom_put_le64(out + 8, f->comm_id);
-    loom_put_le64(out + 16, f->w0);
-    loom_put_le64(out + 24, f->w1);
-    loom_put_le64(out + 32, f->w2);
-}
-
-int loom_verbs_frame_decode(const uint8_t in[LOOM_VERBS_FRAME_LEN], struct loom_verbs_frame *f)
-{
-    if (loom_get_le32(in) != LOOM_VERBS_FRAME_MAGIC)
-        return -1;
-    f->type = loom_get_le16(in + 4);
-    f->flags = loom_get_le16(in + 6);
-    f->comm_id = loom_get_le64(in + 8);
-    f->w0 = loom_get_le64(in + 16);
-    f->w1 = loom_get_le64(in + 24);
-    f->w2 = loom_get_le64(in + 32);
-    if (f->type < LOOM_VERBS_CTL_ACK || f->type > LOOM_VERBS_CTL_PING)
-        return -1;
-    return 0;
-}
-
 /* ---- errors ---- */
 
 struct loom_verbs_wc_error loom_verbs_wc_error(int status)

@@ -139,49 +139,10 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
                            int self, struct loom_verbs_blob *b, char *why, size_t whylen);
 
 /* ---- control channel (one TCP socket per connected peer) ----
- * Hello, connector -> acceptor, the first bytes on the socket (88):
- *   0 magic u32 "LVCH" | 4 version u16 | 6 flags u16 (KEYED) | 8 from u32
- *  12 to u32 | 16 comm_id u64 | 24 token [32] | 56 mac [32]
- * where mac = HMAC-SHA256(job key, "loom-verbs-ctl" | 'C' | bytes 0..55)
- * (zeros without a key). The acceptor answers with an ACK frame whose
- * payload is its own mac ('A'), and from then on both send frames:
- *   0 magic u32 "LVCF" | 4 type u16 | 6 flags u16 | 8 comm_id u64
- *  16 w0 u64 | 24 w1 u64 | 32 w2 u64 -> 40 bytes
- * ACK: w0..w2 the acceptor's mac ('A', same bytes) cut to 24 bytes;
- * BYE: leaving in order; FAIL: failed in call w0 (seq), w1 = count,
- * w2 = desc | (result as u32) << 32, and flags = culprit + 1 (0 none,
- * ranks below 65535); PING: keepalive on an idle link. */
+ * The format is common/link_wire.h's, with the verbs transport's magics and
+ * mac context ("loom-verbs-ctl"). */
 #define LOOM_VERBS_HELLO_MAGIC 0x4843564cu /* "LVCH" */
 #define LOOM_VERBS_FRAME_MAGIC 0x4643564cu /* "LVCF" */
-#define LOOM_VERBS_CTL_VERSION 1
-#define LOOM_VERBS_HELLO_LEN 88
-#define LOOM_VERBS_HELLO_SIGNED 56   /* bytes the mac covers                */
-#define LOOM_VERBS_HELLO_F_KEYED 0x1u
-#define LOOM_VERBS_FRAME_LEN 40
-enum loom_verbs_ctl_type {
-    LOOM_VERBS_CTL_ACK = 1,
-    LOOM_VERBS_CTL_BYE = 2,
-    LOOM_VERBS_CTL_FAIL = 3,
-    LOOM_VERBS_CTL_PING = 4,
-};
-struct loom_verbs_hello {
-    uint16_t flags;
-    uint32_t from, to;
-    uint64_t comm_id;
-    uint8_t token[LOOM_VERBS_TOKEN_LEN];
-    uint8_t mac[32];
-};
-void loom_verbs_hello_encode(const struct loom_verbs_hello *h, uint8_t out[LOOM_VERBS_HELLO_LEN]);
-/* -1 when magic or version are wrong. */
-int loom_verbs_hello_decode(const uint8_t in[LOOM_VERBS_HELLO_LEN], struct loom_verbs_hello *h);
-struct loom_verbs_frame {
-    uint16_t type, flags;
-    uint64_t comm_id;
-    uint64_t w0, w1, w2;
-};
-void loom_verbs_frame_encode(const struct loom_verbs_frame *f, uint8_t out[LOOM_VERBS_FRAME_LEN]);
-/* -1 when the magic is wrong or the type unknown. */
-int loom_verbs_frame_decode(const uint8_t in[LOOM_VERBS_FRAME_LEN], struct loom_verbs_frame *f);
 
 /* ---- work-request ids ----
  * peer (24 bits) | kind (4) | index (36): the completion finds its peer and

@@ -1,7 +1,8 @@
 /* fuzz_verbs.c - libFuzzer target: any bytes through the verbs transport's
  * decoders (verbs_proto.h): the connection blob a peer sends through the
  * out-of-band service, the CTS entries a peer RDMA-writes into
- * this rank's memory, control-channel hellos and frames, immediate data.
+ * this rank's memory, immediate data (the control channel's hellos and
+ * frames: fuzz_link.c).
  * Invariants: a blob accepted is one the checks allow (and encodes back to
  * the same first LOOM_VERBS_BLOB_LEN bytes); a CTS entry accepted lies
  * inside its message; every refusal says why, within its buffer. */
@@ -66,23 +67,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fail_if(c.cts != want);
         } else {
             fail_if(why[0] == '\0' || strlen(why) >= sizeof why);
-        }
-    }
-    if (size >= LOOM_VERBS_HELLO_LEN) {
-        struct loom_verbs_hello h;
-        if (loom_verbs_hello_decode(data, &h) == 0) {
-            uint8_t again[LOOM_VERBS_HELLO_LEN];
-            loom_verbs_hello_encode(&h, again);
-            fail_if(memcmp(again, data, LOOM_VERBS_HELLO_LEN) != 0);
-        }
-    }
-    if (size >= LOOM_VERBS_FRAME_LEN) {
-        struct loom_verbs_frame f;
-        if (loom_verbs_frame_decode(data, &f) == 0) {
-            fail_if(f.type < LOOM_VERBS_CTL_ACK || f.type > LOOM_VERBS_CTL_PING);
-            uint8_t again[LOOM_VERBS_FRAME_LEN];
-            loom_verbs_frame_encode(&f, again);
-            fail_if(memcmp(again, data, LOOM_VERBS_FRAME_LEN) != 0);
         }
     }
     if (size >= 4) {

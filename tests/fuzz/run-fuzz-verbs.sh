@@ -1,8 +1,8 @@
 #!/bin/sh
 # run-fuzz-verbs.sh SECONDS [BUILDDIR] - fuzz the verbs transport's decoders
-# (connection blob, CTS and reply entries, control hello and frames,
-# immediate data) for SECONDS from an empty corpus. BUILDDIR is a tree
-# configured with --enable-fuzzing CC=clang (default: the current one).
+# (connection blob, CTS and reply entries, immediate data) for SECONDS
+# from an empty corpus. BUILDDIR is a tree configured with
+# --enable-fuzzing CC=clang (default: the current one).
 # Skips (exit 0, saying so) when that tree has no verbs transport (no
 # <infiniband/verbs.h>). Exit status otherwise libFuzzer's: 0 when nothing
 # was found; inputs that failed are kept in BUILDDIR/fuzz-artifacts.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run-fuzz-wire.sh SECONDS [BUILDDIR] - fuzz the wire decoders: the tcp frame
-# header check (fuzz_frame) and the bootstrap/tcp handshakes (fuzz_handshake),
-# SECONDS each, each from an empty corpus in a temporary directory. BUILDDIR
+# header check (fuzz_frame), the bootstrap/tcp handshakes (fuzz_handshake)
+# and the ofi/verbs control channel (fuzz_link), SECONDS each, each from an empty corpus in a temporary directory. BUILDDIR
 # is a tree configured with --enable-fuzzing CC=clang (default: the current
 # one). Exit status: 0 when nothing was found; otherwise the first failing
 # target's, with its inputs kept in BUILDDIR/fuzz-artifacts.
@@ -11,7 +11,7 @@ build=${2:-.}
 work=$(mktemp -d /tmp/loom-fuzz-wire.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 result=0
-for target in fuzz_frame fuzz_handshake; do
+for target in fuzz_frame fuzz_handshake fuzz_link; do
     fuzzer=$build/tests/fuzz/$target
     if [ ! -x "$fuzzer" ]; then
         make -C "$build" "tests/fuzz/$target"

@@ -633,7 +633,9 @@ END_TEST
  * provider's port. */
 static void stranger_send(int prov, const void *addr, size_t addrlen)
 {
-    struct fi_info *h = fi_allocinfo(), *info = NULL;
+    char why[256];
+    ck_assert_msg(loom_fi_load(why, sizeof why) == 0, "%s", why);
+    struct fi_info *h = loom_fi.dupinfo(NULL), *info = NULL;
     h->ep_attr->type = FI_EP_RDM;
     h->caps = FI_TAGGED | FI_SEND | FI_RECV;
     h->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -643,7 +645,7 @@ static void stranger_send(int prov, const void *addr, size_t addrlen)
     char name[64];
     snprintf(name, sizeof name, "stranger_%d", (int)getpid());
     const char *node = prov == 1 ? name : "127.0.0.1";
-    if (fi_getinfo(FI_VERSION(1, 9), node, NULL, FI_SOURCE, h, &info))
+    if (loom_fi.getinfo(FI_VERSION(1, 9), node, NULL, FI_SOURCE, h, &info))
         return;
     struct fid_fabric *fab;
     struct fid_domain *dom;
@@ -652,7 +654,7 @@ static void stranger_send(int prov, const void *addr, size_t addrlen)
     struct fid_ep *ep;
     struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED};
     struct fi_av_attr aa = {.type = FI_AV_TABLE};
-    if (fi_fabric(info->fabric_attr, &fab, NULL) || fi_domain(fab, info, &dom, NULL) ||
+    if (loom_fi.fabric(info->fabric_attr, &fab, NULL) || fi_domain(fab, info, &dom, NULL) ||
         fi_cq_open(dom, &ca, &cq, NULL) || fi_av_open(dom, &aa, &av, NULL) ||
         fi_endpoint(dom, info, &ep, NULL) || fi_ep_bind(ep, &av->fid, 0) ||
         fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) || fi_enable(ep))

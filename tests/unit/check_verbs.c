@@ -228,35 +228,37 @@ END_TEST
 
 START_TEST(test_ctl_frames)
 {
-    struct loom_verbs_hello h = {.flags = LOOM_VERBS_HELLO_F_KEYED, .from = 5, .to = 2,
+    const struct loom_link_proto vx = {LOOM_VERBS_HELLO_MAGIC, LOOM_VERBS_FRAME_MAGIC,
+                                       "loom-verbs-ctl"};
+    struct loom_link_hello h = {.flags = LOOM_LINK_HELLO_F_KEYED, .from = 5, .to = 2,
                                  .comm_id = 0xfeedu}, h2;
     memset(h.token, 0x5a, sizeof h.token);
     memset(h.mac, 0xa5, sizeof h.mac);
-    uint8_t b[LOOM_VERBS_HELLO_LEN];
-    loom_verbs_hello_encode(&h, b);
-    ck_assert_int_eq(loom_verbs_hello_decode(b, &h2), 0);
-    uint8_t b2[LOOM_VERBS_HELLO_LEN];
-    loom_verbs_hello_encode(&h2, b2);
+    uint8_t b[LOOM_LINK_HELLO_LEN];
+    loom_link_hello_encode(&vx, &h, b);
+    ck_assert_int_eq(loom_link_hello_decode(&vx, b, &h2), 0);
+    uint8_t b2[LOOM_LINK_HELLO_LEN];
+    loom_link_hello_encode(&vx, &h2, b2);
     ck_assert_mem_eq(b, b2, sizeof b);
     ck_assert_uint_eq(h2.from, 5);
     b[4] = 9; /* version */
-    ck_assert_int_eq(loom_verbs_hello_decode(b, &h2), -1);
+    ck_assert_int_eq(loom_link_hello_decode(&vx, b, &h2), -1);
 
-    struct loom_verbs_frame f = {.type = LOOM_VERBS_CTL_FAIL, .flags = 4, .comm_id = 1,
+    struct loom_link_frame f = {.type = LOOM_LINK_FAIL, .flags = 4, .comm_id = 1,
                                  .w0 = 12, .w1 = 1000,
                                  .w2 = 0x00030001u | (uint64_t)(uint32_t)LOOM_ERROR_TIMEOUT << 32},
                            f2;
-    uint8_t fb[LOOM_VERBS_FRAME_LEN];
-    loom_verbs_frame_encode(&f, fb);
-    ck_assert_int_eq(loom_verbs_frame_decode(fb, &f2), 0);
+    uint8_t fb[LOOM_LINK_FRAME_LEN];
+    loom_link_frame_encode(&vx, &f, fb);
+    ck_assert_int_eq(loom_link_frame_decode(&vx, fb, &f2), 0);
     ck_assert(f2.type == f.type && f2.flags == f.flags && f2.comm_id == f.comm_id &&
               f2.w0 == f.w0 && f2.w1 == f.w1 && f2.w2 == f.w2);
     ck_assert_int_eq((int32_t)(uint32_t)(f2.w2 >> 32), LOOM_ERROR_TIMEOUT);
     f.type = 99;
-    loom_verbs_frame_encode(&f, fb);
-    ck_assert_int_eq(loom_verbs_frame_decode(fb, &f2), -1);
+    loom_link_frame_encode(&vx, &f, fb);
+    ck_assert_int_eq(loom_link_frame_decode(&vx, fb, &f2), -1);
     fb[0] ^= 1;
-    ck_assert_int_eq(loom_verbs_frame_decode(fb, &f2), -1);
+    ck_assert_int_eq(loom_link_frame_decode(&vx, fb, &f2), -1);
 }
 END_TEST
 
@@ -1510,11 +1512,13 @@ static int strangers_main(int rank, int n, void *arg)
                 return 21;
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
             poll(&pfd, 1, 2000);
-            uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_VERBS_HELLO_LEN];
+            uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_LINK_HELLO_LEN];
             loom_oob_preamble(tx_oob, LOOM_OOB_KIND_VERBS, b);
-            struct loom_verbs_hello h = {.from = 0, .to = 1, .comm_id = tx->params.comm_id};
+            const struct loom_link_proto vx = {LOOM_VERBS_HELLO_MAGIC, LOOM_VERBS_FRAME_MAGIC,
+                                               "loom-verbs-ctl"};
+            struct loom_link_hello h = {.from = 0, .to = 1, .comm_id = tx->params.comm_id};
             memset(h.token, 0x42, sizeof h.token);
-            loom_verbs_hello_encode(&h, b + LOOM_OOB_PREAMBLE_LEN);
+            loom_link_hello_encode(&vx, &h, b + LOOM_OOB_PREAMBLE_LEN);
             if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b)
                 return 22;
             usleep(200000);
