@@ -124,6 +124,9 @@ struct loom_oob {                    /* a view                               */
     int *rmap;                       /* job rank -> view rank or -1          */
     void (*notify)(void *ctx);
     void *notify_ctx;
+    uint32_t recv_tag;               /* messages of this tag go to recv_fn  */
+    void (*recv_fn)(void *ctx, int from, const void *buf, size_t len);
+    void *recv_ctx;
     char err[512];
 };
 
@@ -373,6 +376,13 @@ static void in_deliver(struct oob_job *j, struct oob_conn *c)
         free(m);
         return;
     }
+    for (struct loom_oob *v = j->views; v; v = v->next)
+        if (v->ns == m->ns && v->recv_fn && v->recv_tag == m->tag &&
+            view_rank(v, m->from) >= 0) {
+            v->recv_fn(v->recv_ctx, view_rank(v, m->from), m->data, m->len);
+            free(m);
+            return;
+        }
     if (j->inbox_tail)
         j->inbox_tail->next = m;
     else
@@ -1491,6 +1501,18 @@ void loom_oob_set_notify(struct loom_oob *v, void (*fn)(void *ctx), void *ctx)
     pthread_mutex_lock(&j->lock);
     v->notify = fn;
     v->notify_ctx = ctx;
+    pthread_mutex_unlock(&j->lock);
+}
+
+void loom_oob_set_receiver(struct loom_oob *v, uint32_t tag,
+                           void (*fn)(void *ctx, int from, const void *buf, size_t len),
+                           void *ctx)
+{
+    struct oob_job *j = v->job;
+    pthread_mutex_lock(&j->lock);
+    v->recv_tag = tag;
+    v->recv_fn = fn;
+    v->recv_ctx = ctx;
     pthread_mutex_unlock(&j->lock);
 }
 
