@@ -28,7 +28,8 @@
 #define AGREE_MSG_MAX 480
 #define AGREE_POLL 0.02              /* seconds between looks at the inbox   */
 #define AGREE_PING 0.25              /* seconds between pings of a rank waited on */
-#define AGREE_SWEEP 0.5              /* coordinator: ping every missing rank */
+#define AGREE_SWEEP0 0.05            /* coordinator: ping every missing rank */
+#define AGREE_SWEEP 0.5              /* ... then at most this far apart      */
 
 struct agree {
     const struct loom_agree_params *p;
@@ -258,7 +259,10 @@ static loom_result_t coordinate(struct agree *a, uint8_t *failed, int takeover)
     void *buf;
     size_t len;
     int from;
-    double now = loom_now(), deadline = now + a->p->timeout, sweep = now + AGREE_SWEEP;
+    /* ranks not heard from soon are pinged: by then the live ones have
+     * mostly proposed, so the pings go to the few that may be dead */
+    double now = loom_now(), deadline = now + a->p->timeout, gap = AGREE_SWEEP0;
+    double sweep = now + gap;
     LOOM_INFO(LOOM_SUB_BOOT, "agree: rank %d coordinates%s", a->me,
               takeover ? " (a coordinator before it died: asking for its decision)" : "");
     a->have[a->me] = 1;
@@ -321,7 +325,8 @@ static loom_result_t coordinate(struct agree *a, uint8_t *failed, int takeover)
             for (int r = 0; r < a->n; r++)
                 if (!a->have[r] && !a->excl[r] && !a->dead[r])
                     ask(a, r, LOOM_OOB_TAG_PING);
-            sweep = now + AGREE_SWEEP;
+            gap = gap * 2 > AGREE_SWEEP ? AGREE_SWEEP : gap * 2;
+            sweep = now + gap;
         }
     }
 }
