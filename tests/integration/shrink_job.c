@@ -17,9 +17,11 @@
  *   -x  on a failure, never call shrink (sleep until killed)
  *   -e  no failure: after 5 allreduces, shrink excluding this rank
  *   -t  end (SIGALRM) after this many seconds whatever happens (default 120)
- * Lines on stdout: LOOP (after 3 good allreduces), FAILED <why>,
- * SHRINKING, SHRUNK <members> <unix time>, GOOD <unix time> (the first
- * good allreduce after a shrink), DONE <members>; errors: ERROR <why>. */
+ * Lines on stdout: LOOP (after 3 good allreduces),
+ * FAILED <unix time> <why>,
+ * SHRINKING, SHRUNK <members> <unix time of the first call on the shrunk
+ * communicator, checked> (...), GOOD <unix time> (the first good
+ * allreduce of the loop after a shrink), DONE <members>; errors: ERROR <why>. */
 #include <loom.h>
 
 #include <stdint.h>
@@ -104,7 +106,8 @@ int main(int argc, char **argv)
             if (exclude < 0 || shrinks > 0 || ok < 5)
                 continue;
         } else {
-            printf("FAILED %s: %s\n", loom_result_string(res), loom_get_error_string(comm));
+            printf("FAILED %.6f %s: %s\n", wall(), loom_result_string(res),
+                   loom_get_error_string(comm));
             loom_comm_revoke(comm);
             if (never) {
                 for (;;)
@@ -127,6 +130,7 @@ int main(int argc, char **argv)
                 return 0;
             }
         }
+        double t_shrink = wall();
         res = loom_comm_shrink_ext(comm, &sp, &nc);
         if (res != LOOM_SUCCESS) {
             printf("ERROR shrink: %s: %s\n", loom_result_string(res),
@@ -134,39 +138,55 @@ int main(int argc, char **argv)
             loom_comm_destroy(comm);
             return 3;
         }
+        double t_destroy = wall();
         loom_comm_destroy(comm);
+        double t_new = wall();
         comm = nc;
         shrinks++;
         /* who is left, by first rank: ascending, this rank among them */
         loom_comm_size(comm, &nm);
         int newme;
         loom_comm_rank(comm, &newme);
-        /* and the step to go on from: a failed call may have completed on
-         * some ranks and not on others, so they redo the latest one */
-        int64_t f[2] = {first, iter}, *all = malloc(sizeof *all * 2 * (size_t)nm);
-        res = loom_allgather(f, all, 2, LOOM_INT64, comm, NULL);
+        /* the first call: the step to go on from (a failed call may have
+         * completed on some ranks and not on others: they redo the latest
+         * one), then who is left, by first rank: ascending, this rank
+         * among them; the first result is checked against them */
+        int64_t step = iter, f[2] = {first, iter};
+        int64_t *all = malloc(sizeof *all * 2 * (size_t)nm);
+        res = loom_allreduce(&step, &step, 1, LOOM_INT64, LOOM_MAX, comm, NULL);
+        double t_end = wall();
+        if (res == LOOM_SUCCESS)
+            res = loom_allgather(f, all, 2, LOOM_INT64, comm, NULL);
         if (res != LOOM_SUCCESS) {
-            printf("FAILED %s: %s\n", loom_result_string(res), loom_get_error_string(comm));
+            printf("FAILED %.6f %s: %s\n", wall(), loom_result_string(res),
+                   loom_get_error_string(comm));
             free(all);
             ok = 0;
             loom_comm_revoke(comm);
             continue; /* a rank died after the decision: shrink again */
         }
         size_t off = 0;
-        iter = 0;
+        int64_t want = 0;
         for (int m = 0; m < nm; m++) {
             if ((m > 0 && all[2 * m] <= all[2 * m - 2]) || (m == newme && all[2 * m] != first)) {
                 printf("ERROR members out of order or this rank misplaced at %d\n", m);
                 return 1;
             }
             members[m] = (int)all[2 * m];
-            if (all[2 * m + 1] > iter)
-                iter = (long)all[2 * m + 1];
+            if (all[2 * m + 1] > want)
+                want = all[2 * m + 1];
             off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", m ? "," : "",
                                     members[m]);
         }
+        if (step != want) {
+            printf("ERROR the first allreduce (max) gave %lld, want %lld\n", (long long)step,
+                   (long long)want);
+            return 1;
+        }
+        iter = (long)step;
         free(all);
-        printf("SHRUNK %s %.6f\n", list, wall());
+        printf("SHRUNK %s %.6f (shrink %.3f s, old destroyed %.3f s, first call %.3f s)\n",
+               list, t_end, t_destroy - t_shrink, t_new - t_destroy, t_end - t_new);
         ok = 0;
     }
     printf("DONE %s shrinks=%d\n", list, shrinks);
