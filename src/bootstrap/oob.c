@@ -1256,13 +1256,7 @@ void loom_oob_close(struct loom_oob *v)
                     pending = 1;
             if (!pending || loom_now() > until || j->aborted)
                 break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            struct timespec ts = loom_abstime_in(10000000);
             pthread_cond_timedwait(&j->cv, &j->lock, &ts);
         }
     }
@@ -1425,13 +1419,7 @@ loom_result_t loom_oob_recv(struct loom_oob *v, uint32_t tag, int peer, double t
             pthread_mutex_unlock(&j->lock);
             return res;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = loom_abstime_in(20000000);
         pthread_cond_timedwait(&j->cv, &j->lock, &ts);
     }
 }

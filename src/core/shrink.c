@@ -84,13 +84,7 @@ static loom_result_t quiesce(struct loom_comm *comm, double timeout)
                                   "them)", comm->rank, timeout);
             return LOOM_ERROR_TIMEOUT;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = loom_abstime_in(10000000);
         pthread_cond_timedwait(&comm->done_cv, &comm->lock, &ts);
     }
     pthread_mutex_unlock(&comm->lock);
