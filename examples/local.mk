@@ -12,3 +12,5 @@ examples_ddp_train_LDADD = libloom.la -lm
 EXTRA_DIST += examples/ddp_train.py examples/reshard.py examples/hybrid.py \
 	examples/test_ddp_c.sh examples/test_python.sh
 TESTS += examples/test_ddp_c.sh examples/test_python.sh
+# torch_survive.py: DDP trained through a kill -9 (revoke, shrink, new group)
+EXTRA_DIST += examples/torch_survive.py

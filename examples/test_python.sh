@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_python.sh - the Python examples: reshard and hybrid (numpy), then
 # ddp_train (torch DDP) at N = 2, 3, 4 (one job of 4 ranks, with groups of
-# its first 2 and 3). SKIPs (77) what this build or interpreter cannot run.
+# its first 2 and 3), and torch_survive (DDP through a kill -9). SKIPs (77) what this build or interpreter cannot run.
 py=${PYTHON3:-/usr/bin/python3}
 b=${LOOM_BUILDDIR:-.}
 s=${LOOM_SRCDIR:-.}
@@ -16,6 +16,11 @@ if ! "$py" -c 'import loom.torch' 2>/dev/null; then
 fi
 # (torch's glog chatter about find_unused_parameters left out)
 out=$("$py" "$s/examples/ddp_train.py" --nprocs 4 --sizes 2,3,4 2>&1)
+rc=$?
+printf '%s\n' "$out" | grep -v '^W[0-9]\|^WARNING: Logging'
+[ $rc = 0 ] || exit $rc
+# DDP through a kill -9 of 1 of 4 ranks: survivors shrink and go on
+out=$("$py" "$s/examples/torch_survive.py" --nprocs 4 --kill 2 --timeout 120 2>&1)
 rc=$?
 printf '%s\n' "$out" | grep -v '^W[0-9]\|^WARNING: Logging'
 exit $rc

@@ -47,7 +47,8 @@ typedef enum loom_result {
     LOOM_ERROR_MISMATCH = -10,         /* ranks disagree (table, call, size) */
     LOOM_ERROR_ABORTED = -11,          /* loom_comm_abort() was called       */
     LOOM_ERROR_NOT_SUPPORTED = -12,    /* not built in / not on this system  */
-    LOOM_ERROR_INTERNAL = -13
+    LOOM_ERROR_INTERNAL = -13,
+    LOOM_ERROR_REVOKED = -14           /* loom_comm_revoke() (here or a peer) */
 } loom_result_t;
 
 /* A short, static name for a result ("invalid argument"). Never NULL. */
@@ -348,6 +349,64 @@ LOOM_API loom_result_t loom_comm_get_async_error(loom_comm_t comm,
 /* (outside in-place use); its receive buffer holds unspecified data: some   */
 /* elements may be final, some partial, some untouched.                      */
 /* ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------ */
+/* Going on after a failure (as ULFM's MPIX_Comm_revoke / MPIX_Comm_shrink   */
+/* and NCCL's ncclCommShrink; docs/shrink.md has a recipe and the costs).    */
+/* ------------------------------------------------------------------------ */
+
+/* Revoke comm on every rank: this rank's pending calls on it and every
+ * later one fail at once (later ones with LOOM_ERROR_REVOKED), and every
+ * other live rank is told through the out-of-band service, where the same
+ * happens within a message's delay, also on a rank that is not talking to
+ * anyone who failed. The rank that notices a failure first calls it (a
+ * call on a revoked communicator sends nothing more). It does not end the
+ * communicator: shrink it, then destroy it. Any thread. */
+LOOM_API loom_result_t loom_comm_revoke(loom_comm_t comm);
+
+#define LOOM_SHRINK_DEFAULT 0x0
+/* Revoke comm on this rank first (pending calls fail) instead of waiting
+ * for them; the usual flag after a failure. */
+#define LOOM_SHRINK_ABORT 0x1
+
+typedef struct loom_shrink_params {
+    size_t struct_size;   /* sizeof(loom_shrink_params_t): grows compatibly */
+    int flags;            /* LOOM_SHRINK_*                                   */
+    /* Ranks of comm to leave out whether alive or not (nexclude of them;
+     * exclude may be NULL when 0). They do not call shrink. Every calling
+     * rank passes the same set (else LOOM_ERROR_MISMATCH naming two).     */
+    const int *exclude;
+    int nexclude;
+    double timeout;       /* seconds a live rank may take to join; 0:
+                             LOOM_TIMEOUT                                   */
+} loom_shrink_params_t;
+
+/* Collective over the live ranks of comm (every rank of comm that is alive
+ * and not excluded calls it): they agree on one failed set, and each gets
+ * *newcomm, a communicator of the others (the survivors), ranked in their
+ * order in comm (0, 1, ...), with its own transport connections, shared
+ * memory segment and out-of-band namespace, and the guarantees of any
+ * communicator (the job key, mismatch detection, failures named: its
+ * messages describe a rank also by its rank in comm).
+ *  - Failed set: the excluded ranks, and every rank found dead (its port
+ *    refuses connections: the process is gone; or no answer within
+ *    LOOM_BOOTSTRAP_TIMEOUT). A rank that dies during the shrink is added;
+ *    one that dies after the decision is named by the first call on
+ *    *newcomm that needs it (shrink *newcomm then). Every rank that returns
+ *    LOOM_SUCCESS has the same members, or else every rank fails: never two
+ *    answers, never a hang.
+ *  - A live rank that does not call it within the timeout makes it fail
+ *    on the others with LOOM_ERROR_TIMEOUT naming that rank.
+ *  - With no failure and no exclusion, *newcomm has every rank of comm.
+ * A communicator can be shrunk once. Calls on comm in flight are waited
+ * for (LOOM_SHRINK_ABORT fails them instead). comm stays to be destroyed;
+ * that never waits for a dead rank. On failure loom_get_error_string(NULL)
+ * says why. */
+LOOM_API loom_result_t loom_comm_shrink(loom_comm_t comm, int flags,
+                                        loom_comm_t *newcomm);
+LOOM_API loom_result_t loom_comm_shrink_ext(loom_comm_t comm,
+                                            const loom_shrink_params_t *params,
+                                            loom_comm_t *newcomm);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives. Every rank calls the same collectives in the same order.     */

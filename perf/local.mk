@@ -64,3 +64,7 @@ EXTRA_DIST += perf/scale-growth perf/scale-model perf/scale_bytes.c
 # perf/torch_bench.py: torch.distributed backend loom against gloo (issue 19;
 # python3 with torch, not run by make check).
 EXTRA_DIST += perf/torch_bench.py
+
+# Seconds from a kill -9 to the first good collective on the shrunk
+# communicator (runs tests/integration/shrink_job; docs/shrink.md).
+EXTRA_DIST += perf/shrink-time

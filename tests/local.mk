@@ -53,3 +53,11 @@ EXTRA_DIST += tests/integration/test_launch.sh
 # Layers point down only: an include or a call that points up fails.
 TESTS += scripts/check-layers
 EXTRA_DIST += scripts/check-layers
+
+# Losing ranks and going on: kill -9 mid-loop, revoke, shrink, 100 more
+# allreduces checked by every survivor (tcp, shm, 2-server, ofi).
+check_PROGRAMS += tests/integration/shrink_job
+tests_integration_shrink_job_SOURCES = tests/integration/shrink_job.c
+tests_integration_shrink_job_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_shrink.sh
+EXTRA_DIST += tests/integration/test_shrink.sh

@@ -105,6 +105,7 @@ static const HcclResult result_rows[] = {
     [-LOOM_ERROR_ABORTED] = HCCL_E_UNAVAIL,
     [-LOOM_ERROR_NOT_SUPPORTED] = HCCL_E_NOT_SUPPORT,
     [-LOOM_ERROR_INTERNAL] = HCCL_E_INTERNAL,
+    [-LOOM_ERROR_REVOKED] = HCCL_E_UNAVAIL,
 };
 
 HcclResult loom_hccl_result(loom_result_t res)

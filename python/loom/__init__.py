@@ -60,8 +60,12 @@ class RemoteError(LoomError):
     """A peer failed, closed or reset its link."""
 
 
+class RevokedError(AbortedError):
+    """The communicator was revoked (by this rank or a peer): shrink it."""
+
+
 _ERRORS = {-1: InvalidArgument, -7: TimeoutError, -8: RemoteError, -10: MismatchError,
-           -11: AbortedError}
+           -11: AbortedError, -14: RevokedError}
 
 
 def _raise(code, handle=None):
@@ -413,6 +417,22 @@ class Comm:
         _check(lib.loom_comm_split(self._h, color, self.rank if key is None else key,
                                    ctypes.byref(h)), self._h)
         return Comm(h.value) if h.value else None
+
+    # -- going on after a failure (docs/shrink.md)
+    def revoke(self):
+        """Fail this rank's pending and later calls, and every other rank's."""
+        _check(lib.loom_comm_revoke(self._h), self._h)
+
+    def shrink(self, exclude=(), abort=True, timeout=0.0):
+        """A communicator of the live ranks, not in exclude (the same list on
+        every calling rank), ranked in order; collective over them. This one
+        stays to be closed."""
+        ex = (ctypes.c_int * max(len(exclude), 1))(*exclude)
+        p = _lib.ShrinkParams(ctypes.sizeof(_lib.ShrinkParams), 1 if abort else 0,
+                              ctypes.cast(ex, ctypes.c_void_p), len(exclude), timeout)
+        h = ctypes.c_void_p()
+        _check(lib.loom_comm_shrink_ext(self._h, ctypes.byref(p), ctypes.byref(h)), None)
+        return Comm(h.value)
 
     # -- plumbing
     def _get_stream(self):

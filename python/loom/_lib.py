@@ -53,6 +53,11 @@ class RedopAttr(ctypes.Structure):
                 ("postscale", c_double), ("accumulate", c_int)]
 
 
+class ShrinkParams(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("flags", c_int), ("exclude", c_void_p),
+                ("nexclude", c_int), ("timeout", c_double)]
+
+
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
@@ -73,6 +78,8 @@ _PROTOS = {
                                     ctypes.POINTER(UniqueId), c_int]),
     "loom_comm_destroy": (c_int, [c_void_p]),
     "loom_comm_abort": (c_int, [c_void_p]),
+    "loom_comm_revoke": (c_int, [c_void_p]),
+    "loom_comm_shrink_ext": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
     "loom_comm_rank": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
     "loom_comm_size": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
     "loom_comm_local_rank": (c_int, [c_void_p, ctypes.POINTER(c_int)]),

@@ -26,6 +26,7 @@ LOOM_API const char *loom_result_string(loom_result_t res)
     case LOOM_ERROR_ABORTED: return "aborted";
     case LOOM_ERROR_NOT_SUPPORTED: return "not supported";
     case LOOM_ERROR_INTERNAL: return "internal error";
+    case LOOM_ERROR_REVOKED: return "communicator revoked";
     }
     return "unknown result";
 }

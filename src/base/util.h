@@ -54,6 +54,21 @@ static inline uint64_t loom_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The CLOCK_REALTIME instant ns nanoseconds from now, for
+ * pthread_cond_timedwait (whose condition variables use that clock). */
+static inline struct timespec loom_abstime_in(long ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ns % 1000000000L;
+    ts.tv_sec += ns / 1000000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 /* FNV-1a, for stable hashes of content. */
 static inline uint64_t loom_fnv1a(uint64_t h, const void *data, size_t len)
 {

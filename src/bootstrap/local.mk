@@ -8,7 +8,9 @@ libloom_core_la_SOURCES += \
 	src/bootstrap/boot_wire.c \
 	src/bootstrap/uniqueid.c \
 	src/bootstrap/oob.h \
-	src/bootstrap/oob.c
+	src/bootstrap/oob.c \
+	src/bootstrap/agree.h \
+	src/bootstrap/agree.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_bootstrap tests/unit/check_auth

@@ -124,6 +124,9 @@ struct loom_oob {                    /* a view                               */
     int *rmap;                       /* job rank -> view rank or -1          */
     void (*notify)(void *ctx);
     void *notify_ctx;
+    uint32_t recv_tag;               /* messages of this tag go to recv_fn  */
+    void (*recv_fn)(void *ctx, int from, const void *buf, size_t len);
+    void *recv_ctx;
     char err[512];
 };
 
@@ -373,6 +376,13 @@ static void in_deliver(struct oob_job *j, struct oob_conn *c)
         free(m);
         return;
     }
+    for (struct loom_oob *v = j->views; v; v = v->next)
+        if (v->ns == m->ns && v->recv_fn && v->recv_tag == m->tag &&
+            view_rank(v, m->from) >= 0) {
+            v->recv_fn(v->recv_ctx, view_rank(v, m->from), m->data, m->len);
+            free(m);
+            return;
+        }
     if (j->inbox_tail)
         j->inbox_tail->next = m;
     else
@@ -1246,13 +1256,7 @@ void loom_oob_close(struct loom_oob *v)
                     pending = 1;
             if (!pending || loom_now() > until || j->aborted)
                 break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            struct timespec ts = loom_abstime_in(10000000);
             pthread_cond_timedwait(&j->cv, &j->lock, &ts);
         }
     }
@@ -1415,13 +1419,7 @@ loom_result_t loom_oob_recv(struct loom_oob *v, uint32_t tag, int peer, double t
             pthread_mutex_unlock(&j->lock);
             return res;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = loom_abstime_in(20000000);
         pthread_cond_timedwait(&j->cv, &j->lock, &ts);
     }
 }
@@ -1491,6 +1489,18 @@ void loom_oob_set_notify(struct loom_oob *v, void (*fn)(void *ctx), void *ctx)
     pthread_mutex_lock(&j->lock);
     v->notify = fn;
     v->notify_ctx = ctx;
+    pthread_mutex_unlock(&j->lock);
+}
+
+void loom_oob_set_receiver(struct loom_oob *v, uint32_t tag,
+                           void (*fn)(void *ctx, int from, const void *buf, size_t len),
+                           void *ctx)
+{
+    struct oob_job *j = v->job;
+    pthread_mutex_lock(&j->lock);
+    v->recv_tag = tag;
+    v->recv_fn = fn;
+    v->recv_ctx = ctx;
     pthread_mutex_unlock(&j->lock);
 }
 

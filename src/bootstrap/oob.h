@@ -44,6 +44,9 @@ struct loom_auth_key;
 #define LOOM_OOB_TAG_TABLE_ACK 0x0004u /* bootstrap: a subtree has the table */
 #define LOOM_OOB_TAG_SHM_HELLO 0x0010u /* shared-memory set-up (2 methods)  */
 #define LOOM_OOB_TAG_SHM_AGREE 0x0012u
+#define LOOM_OOB_TAG_REVOKE 0x0020u  /* a communicator is revoked (shrink.c) */
+#define LOOM_OOB_TAG_AGREE 0x0021u   /* agreement: a proposal (agree.c)     */
+#define LOOM_OOB_TAG_AGREE_DONE 0x0022u /* agreement: a decision, published */
 
 /* Socket kinds a preamble can name (see loom_oob_connect_fd). */
 #define LOOM_OOB_KIND_TCP 0x50435454u  /* "TTCP": a tcp transport data socket */
@@ -130,6 +133,14 @@ void loom_oob_set_handler(struct loom_oob *oob, uint32_t tag,
 /* Called on the service thread when a message or a socket arrives for this
  * view, so that a transport sleeping in progress() wakes (its wake()). */
 void loom_oob_set_notify(struct loom_oob *oob, void (*fn)(void *ctx), void *ctx);
+/* Deliver this view's messages of tag to fn on the service thread, with
+ * the service's lock held (fn must not call the OOB service), instead of
+ * queueing them for loom_oob_recv: for notices that must act while no
+ * thread of the owner reads (a revocation). One tag per view; fn NULL
+ * stops it. */
+void loom_oob_set_receiver(struct loom_oob *oob, uint32_t tag,
+                           void (*fn)(void *ctx, int from, const void *buf, size_t len),
+                           void *ctx);
 /* The sentence of the last error. */
 const char *loom_oob_error(struct loom_oob *oob);
 /* Whether (view) rank peer was found unreachable: LOOM_SUCCESS, or the

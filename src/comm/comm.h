@@ -67,7 +67,12 @@ struct loom_comm {
     uint64_t next_seq;
     uint64_t next_internal;       /* set-up collectives: their own numbers  */
 
-    int aborted;                  /* set by abort (atomic access)           */
+    int aborted;                  /* set by abort and revoke (atomic access) */
+    int revoked;                  /* revoked here or by a peer (atomic)     */
+    int shrunk;                   /* loom_comm_shrink was called on it      */
+    /* a shrunk communicator: a view of its parent's namespace, where the
+     * agreement's decision stays published while it lives (bootstrap/agree.h) */
+    struct loom_oob *agree_oob;
     int blame;                    /* the peer a failure is blamed on, -1 none */
     loom_result_t error;          /* sticky: first error, returned after    */
     char errmsg[1024];

@@ -31,6 +31,8 @@ static void comm_free(struct loom_comm *comm)
 {
     if (!comm)
         return;
+    if (comm->oob)
+        loom_oob_set_receiver(comm->oob, LOOM_OOB_TAG_REVOKE, NULL, NULL);
     if (comm->hier_sub)
         loom_comm_destroy(comm->hier_sub);
     loom_shm_destroy(comm);
@@ -40,6 +42,8 @@ static void comm_free(struct loom_comm *comm)
     loom_p2p_env_free(comm);
     if (comm->oob)
         loom_oob_close(comm->oob);
+    if (comm->agree_oob)
+        loom_oob_close(comm->agree_oob);
     free(comm->peer_used);
     if (comm->rank_desc) {
         for (int i = 0; i < comm->nranks; i++)
@@ -222,6 +226,8 @@ static loom_result_t comm_finish(struct loom_comm *comm)
     LOOM_CHECK(comm_shared_memory(comm));
     /* a stalled peer may ask which call this rank is in (coll/p2p.c) */
     loom_oob_set_handler(comm->oob, LOOM_OOB_TAG_CALL, loom_trace_answer, comm);
+    /* another rank may revoke it while no thread of this one reads */
+    loom_oob_set_receiver(comm->oob, LOOM_OOB_TAG_REVOKE, loom_comm_revoke_notice, comm);
     if (!comm->shm) /* one server in shared memory needs no network */
         loom_coll_warm(comm);
     LOOM_CHECK(loom_comm_start(comm));
@@ -848,7 +854,6 @@ static loom_result_t comm_split(struct loom_comm *parent, int color, int key, in
     int32_t *all = calloc((size_t)n, sizeof mine);
     struct split_entry *members = calloc((size_t)n, sizeof *members);
     int *member_ranks = calloc((size_t)n, sizeof *member_ranks);
-    struct loom_comm *comm = NULL;
     if (!all || !members || !member_ranks) {
         res = LOOM_ERROR_NO_MEMORY;
         goto out;
@@ -872,20 +877,36 @@ static loom_result_t comm_split(struct loom_comm *parent, int color, int key, in
     parent->split_count++;
     if (newrank < 0)
         goto out; /* LOOM_SPLIT_NOCOLOR */
-    comm = comm_alloc(newrank, nm);
-    if (!comm) {
-        res = LOOM_ERROR_NO_MEMORY;
-        goto out;
-    }
+    uint64_t h = parent->comm_id;
+    h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
+                   sizeof parent->split_count);
+    h = loom_fnv1a(h, &color, sizeof color);
+    res = loom_comm_sub(parent, member_ranks, nm, newrank, h, no_shm, 0, newcomm);
+out:
+    free(all);
+    free(members);
+    free(member_ranks);
+    return res;
+}
+
+loom_result_t loom_comm_sub(struct loom_comm *parent, const int *member_ranks, int nm,
+                            int newrank, uint64_t comm_id, int no_shm, int keep_servers,
+                            struct loom_comm **newcomm)
+{
+    *newcomm = NULL;
+    loom_result_t res = LOOM_SUCCESS;
+    struct loom_comm *comm = comm_alloc(newrank, nm);
+    if (!comm)
+        return LOOM_ERROR_NO_MEMORY;
     for (int i = 0; i < nm && res == LOOM_SUCCESS; i++)
         if (set_desc(comm, i, "rank %d (%s in the parent)", i,
-                     loom_comm_describe(parent, members[i].rank)) < 0)
+                     loom_comm_describe(parent, member_ranks[i])) < 0)
             res = LOOM_ERROR_NO_MEMORY;
     /* keep the parent's ring order among the members */
     int k = 0;
-    for (int p = 0; p < n; p++)
+    for (int p = 0; p < parent->nranks; p++)
         for (int i = 0; i < nm; i++)
-            if (members[i].rank == parent->ring[p])
+            if (member_ranks[i] == parent->ring[p])
                 comm->ring[k++] = i;
     memcpy(comm->local_addr, parent->local_addr, sizeof comm->local_addr);
     /* the parent's device: its table's device_id, else its local rank */
@@ -894,11 +915,14 @@ static loom_result_t comm_split(struct loom_comm *parent, int color, int key, in
         int psize;
         local_place(parent, &comm->device_id, &psize);
     }
-    uint64_t h = parent->comm_id;
-    h = loom_fnv1a(h ? h : LOOM_FNV_INIT, &parent->split_count,
-                   sizeof parent->split_count);
-    h = loom_fnv1a(h, &color, sizeof color);
-    comm->comm_id = h;
+    if (keep_servers && parent->server_of && res == LOOM_SUCCESS) {
+        comm->server_of = calloc((size_t)nm, sizeof *comm->server_of);
+        if (!comm->server_of)
+            res = LOOM_ERROR_NO_MEMORY;
+        for (int i = 0; comm->server_of && i < nm; i++)
+            comm->server_of[i] = parent->server_of[member_ranks[i]];
+    }
+    comm->comm_id = comm_id;
     comm->no_shm = no_shm;
     if (res == LOOM_SUCCESS)
         res = comm_setup(comm);
@@ -912,20 +936,14 @@ static loom_result_t comm_split(struct loom_comm *parent, int color, int key, in
         res = loom_tx_open(parent->tx ? parent->tx->ops : &loom_tcp_transport, &tp,
                            &comm->tx);
         if (res < 0)
-            loom_comm_set_error_sub(parent, LOOM_SUB_INIT, res, "loom_comm_split: %s",
-                                    loom_thread_error());
+            loom_comm_set_error_sub(parent, LOOM_SUB_INIT, res, "a new communicator's "
+                                    "transport: %s", loom_thread_error());
     }
     if (res == LOOM_SUCCESS)
         res = comm_finish(comm);
-    if (res == LOOM_SUCCESS) {
+    if (res == LOOM_SUCCESS)
         *newcomm = comm;
-        comm = NULL;
-    }
-out:
-    if (comm)
+    else
         comm_free(comm);
-    free(all);
-    free(members);
-    free(member_ranks);
     return res;
 }

@@ -4,6 +4,7 @@
 libloom_core_la_SOURCES += \
 	src/core/core.h \
 	src/core/comm.c \
+	src/core/shrink.c \
 	src/core/queue.c \
 	src/core/launch.h \
 	src/core/launch.c \

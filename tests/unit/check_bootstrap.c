@@ -5,7 +5,8 @@
  * root, strangers, a taken port, abort; the out-of-band service's messages,
  * lookups and views; local address selection; port bases for jobs outside
  * the ephemeral range; the job key: same key, wrong key, key on one side
- * only, strangers with junk. */
+ * only, strangers with junk; agreement on failed ranks (a dead rank, a dead
+ * coordinator, exclude lists that differ, a rank that never joins). */
 #include "build_config.h"
 
 #include <check.h>
@@ -24,6 +25,8 @@
 #include "bootstrap/oob.h"
 #include "net/net.h"
 #include "mp_util.h"
+
+#include "bootstrap/agree.h"
 
 #define MAXR 32
 
@@ -727,6 +730,84 @@ START_TEST(test_key_file_missing)
 }
 END_TEST
 
+/* Agreement on the failed ranks (agree.h), 4 forked ranks: a dead rank
+ * (its service closed: its port refuses), the dead coordinator-to-be,
+ * exclude lists that differ (every rank fails, naming the one that
+ * differs), a live rank that never joins (every rank fails within the
+ * timeout, naming it). out->table[0..3] holds each rank's failed set. */
+static int agree_main(int rank, int n, void *arg)
+{
+    struct scenario *sc = arg;
+    struct result *out = &sc->out[rank];
+    int mode = (int)sc->report;
+    struct loom_oob *oob = NULL;
+    uint8_t entry[LOOM_OOB_ENTRY_LEN];
+    struct loom_boot_params p = {.struct_size = sizeof p, .rank = rank, .nranks = n,
+                                 .root_host = "127.0.0.1", .root_port = sc->port,
+                                 .timeout = 10};
+    if (loom_oob_open(rank, n, "127.0.0.1", rank ? 0 : sc->port, &oob, entry, out->err,
+                      sizeof out->err) ||
+        loom_bootstrap(&p, oob, entry, &out->comm_id, NULL, out->err, sizeof out->err))
+        return 10;
+    int gone = mode == 0 ? 3 : mode == 1 ? 0 : -1;
+    if (rank == gone) {
+        loom_oob_close(oob); /* as a process that died: its port refuses */
+        return 0;
+    }
+    if (mode == 3 && rank == 3) {
+        sleep(4); /* alive (its service answers) but never joins */
+        loom_oob_close(oob);
+        return 0;
+    }
+    uint8_t exclude[4] = {0}, suspect[4] = {0}, failed[4] = {0};
+    if (mode == 2 && rank == 2)
+        exclude[1] = 1;
+    if (gone >= 0 && rank == 1)
+        suspect[gone] = 1; /* one rank saw it fail: a hint */
+    struct loom_agree_params ap = {.struct_size = sizeof ap, .oob = oob,
+                                   .suspect = suspect, .exclude = exclude,
+                                   .timeout = 1.5, .describe = describe};
+    double t0 = mp_now();
+    out->res = loom_agree_failed(&ap, failed, NULL, out->err, sizeof out->err);
+    out->elapsed = mp_now() - t0;
+    memcpy(out->table, failed, sizeof failed);
+    loom_oob_close(oob);
+    return 0;
+}
+
+START_TEST(test_agree)
+{
+    struct scenario *sc = scenario_new(10.0);
+    sc->report = _i; /* the mode */
+    unsigned failed = mp_run(4, agree_main, sc, 20.0, 0);
+    ck_assert_msg(failed == 0, "mode %d: ranks 0x%x failed: %s %s %s %s", _i, failed,
+                  sc->out[0].err, sc->out[1].err, sc->out[2].err, sc->out[3].err);
+    int gone = _i == 0 ? 3 : _i == 1 ? 0 : -1;
+    for (int r = 0; r < 4; r++) {
+        struct result *o = &sc->out[r];
+        if (r == gone || (_i == 3 && r == 3))
+            continue;
+        if (gone >= 0) {
+            ck_assert_msg(o->res == LOOM_SUCCESS, "mode %d rank %d: %s", _i, r, o->err);
+            for (int q = 0; q < 4; q++)
+                ck_assert_msg(o->table[q] == (q == gone), "mode %d rank %d: rank %d %s",
+                              _i, r, q, o->table[q] ? "failed" : "alive");
+            ck_assert_msg(o->elapsed < 5, "mode %d rank %d: %.2f s", _i, r, o->elapsed);
+        } else if (_i == 2) {
+            ck_assert_msg(o->res == LOOM_ERROR_MISMATCH &&
+                              strstr(o->err, "rank 2 (node-2) excludes {1}"),
+                          "mode 2 rank %d: %d %s", r, o->res, o->err);
+        } else {
+            ck_assert_msg(o->res == LOOM_ERROR_TIMEOUT &&
+                              strstr(o->err, "rank 3 (node-3) is alive but did not join"),
+                          "mode 3 rank %d: %d %s", r, o->res, o->err);
+            ck_assert_msg(o->elapsed < 3.5, "mode 3 rank %d: %.2f s", r, o->elapsed);
+        }
+    }
+    scenario_free(sc);
+}
+END_TEST
+
 static Suite *bootstrap_suite(void)
 {
     Suite *s = suite_create("bootstrap");
@@ -750,6 +831,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_loop_test(tc, test_key_refused, 0, 3);
     tcase_add_test(tc, test_key_strangers_dropped);
     tcase_add_test(tc, test_key_file_missing);
+    tcase_add_loop_test(tc, test_agree, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
