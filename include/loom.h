@@ -306,6 +306,28 @@ LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id);
 LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
                                            const loom_unique_id_t *id, int rank);
 
+/* Settings of one communicator that a framework chooses (as torch's
+ * init_process_group(timeout=...)). Zero-initialise, set struct_size to
+ * sizeof(loom_comm_opts_t); a field left 0 takes Loom's configuration.
+ *  timeout: seconds; bounds the rendezvous (as LOOM_BOOTSTRAP_TIMEOUT) and
+ *           each call's wait for its peers (as LOOM_TIMEOUT). Where the user
+ *           has set LOOM_BOOTSTRAP_TIMEOUT or LOOM_TIMEOUT (environment or
+ *           loom.conf), that variable wins for its part.
+ *  nranks:  the number of ranks the caller expects; a rank table of
+ *           another size fails at once, naming both. */
+typedef struct loom_comm_opts {
+    size_t struct_size;
+    double timeout;
+    int nranks;
+} loom_comm_opts_t;
+/* loom_comm_init_rank and loom_comm_init_ranktable with opts (NULL: none). */
+LOOM_API loom_result_t loom_comm_init_rank_opts(loom_comm_t *comm, int nranks,
+                                                const loom_unique_id_t *id, int rank,
+                                                const loom_comm_opts_t *opts);
+LOOM_API loom_result_t loom_comm_init_ranktable_opts(const char *path, int rank,
+                                                     const loom_comm_opts_t *opts,
+                                                     loom_comm_t *comm);
+
 /* The full message of comm's last error ("" when none). Valid until the next
  * call on comm. comm may be NULL for errors of a failed init on this thread. */
 LOOM_API const char *loom_get_error_string(loom_comm_t comm);
