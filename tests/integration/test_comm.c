@@ -593,6 +593,8 @@ static int rank_opts(int rank, int n, void *arg)
 {
     struct opts_case *oc = arg;
     loom_comm_opts_t o = {.struct_size = sizeof o, .timeout = 2};
+    unsetenv("LOOM_BOOTSTRAP_TIMEOUT"); /* main's: a variable the user set wins */
+    unsetenv("LOOM_TIMEOUT");
     if (oc->which == 2) {
         o.timeout = 600;
         setenv("LOOM_BOOTSTRAP_TIMEOUT", "2", 1);
