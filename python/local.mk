@@ -11,7 +11,7 @@ LOOM_TORCH_SRC = python/csrc/ProcessGroupLoom.cpp python/csrc/ProcessGroupLoom.h
 	python/csrc/compat.hpp python/csrc/collectives.cpp python/csrc/module.cpp
 EXTRA_DIST += $(LOOM_PY_SRC) $(LOOM_TORCH_SRC) python/build_flags.py \
 	python/tests/ranks.py python/tests/torch_ranks.py python/tests/test_loom.py \
-	python/tests/test_torch_backend.py python/tests/torch_ops.py python/tests/test_torch_ops.py \
+	python/tests/test_torch_backend.py python/tests/torch_ops.py \
 	python/tests/launch.py python/tests/run.sh
 
 if HAVE_PYTHON

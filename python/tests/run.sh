@@ -15,5 +15,4 @@ fi
 export PYTHONPATH="$b/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 cd "$s/python/tests" || exit 1
-exec "$py" -m pytest -q -p no:cacheprovider --durations=5 test_loom.py test_torch_backend.py \
-    test_torch_ops.py
+exec "$py" -m pytest -q -p no:cacheprovider --durations=5 test_loom.py test_torch_backend.py

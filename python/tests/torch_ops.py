@@ -7,16 +7,14 @@ and 2.x.
 
 usage: torch_ops.py SCENARIO --rank R --world-size N --port P
 """
-import argparse
 import datetime
-import os
-import sys
 import time
 
 import torch
 import torch.distributed as dist
 
 import loom.torch
+import torch_ranks
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
@@ -199,21 +197,5 @@ def s_wait_timeout(a):
 
 SCENARIOS = {k[2:]: v for k, v in globals().items() if k.startswith("s_")}
 
-
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("scenario")
-    p.add_argument("--tmp", default="/tmp")
-    p.add_argument("--rank", type=int, required=True)
-    p.add_argument("--world-size", type=int, required=True)
-    p.add_argument("--port", type=int, required=True)
-    a = p.parse_args()
-    torch.set_num_threads(1)
-    SCENARIOS[a.scenario](a)
-    print("rank %d: %s ok" % (a.rank, a.scenario))
-    sys.stdout.flush()
-    # a normal exit (torch's atexit hooks run): the process must end
-
-
 if __name__ == "__main__":
-    main()
+    torch_ranks.main(SCENARIOS, hard_exit=False)  # the process must end on its own
