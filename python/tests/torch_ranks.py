@@ -205,7 +205,8 @@ def s_errors(a):
     if not dist.is_initialized():
         init(a)
     r = dist.get_rank()
-    for bad, why in [(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool)), "Bool"),
+    for bad, why in [(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool),
+                                              op=dist.ReduceOp.AVG), "bool"),
                      (lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)),
                       "not supported"),
                      (lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
