@@ -135,6 +135,8 @@ def train(way, group, rank, n):
 
 def rank_main(a):
     torch.set_num_threads(1)
+    # torch 2.x's tcp:// store wants libuv unless told; Debian builds it without
+    os.environ.setdefault("USE_LIBUV", "0")
     import loom.torch  # noqa: F401 (registers backend "loom")
     dist.init_process_group(backend="loom", init_method="tcp://127.0.0.1:%d" % a.port,
                             world_size=a.world_size, rank=a.rank)

@@ -257,14 +257,11 @@ LOOM_API loom_result_t loom_redop_destroy(loom_redop_t op);
  * LOOM_BOOTSTRAP_TIMEOUT expires (the error names the missing ranks). */
 LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
                                                 loom_comm_t *comm);
-/* The same, for a caller told the job's size (torch's init_process_group
- * world_size, with RANK_TABLE_FILE naming the table): a table of another
- * number of ranks fails at once, naming both numbers, instead of waiting for
- * ranks that never start. nranks -1: no check. loom_comm_init_env checks the
- * launcher's size variable (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
- * SLURM_NTASKS, RANK_SIZE, LOOM_NRANKS) the same way. */
-LOOM_API loom_result_t loom_comm_init_ranktable_size(const char *path, int nranks,
-                                                     int rank, loom_comm_t *comm);
+/* loom_comm_init_env checks the launcher's size variable (WORLD_SIZE,
+ * OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, RANK_SIZE, LOOM_NRANKS) against
+ * the table, and loom_comm_init_ranktable_opts the caller's opts->nranks: a
+ * table of another number of ranks fails at once, naming both numbers,
+ * instead of waiting for ranks that never start. */
 /* url is "tcp://host:port" (rank 0 listens there) or "env://" (MASTER_ADDR,
  * MASTER_PORT). nranks and rank may be -1 to take them from the launcher:
  * RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK and _SIZE, ... (docs/launch.md). */
@@ -322,6 +319,28 @@ LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id);
 LOOM_API loom_result_t loom_get_unique_id_toward(const char *host, loom_unique_id_t *id);
 LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *comm, int nranks,
                                            const loom_unique_id_t *id, int rank);
+
+/* Settings of one communicator that a framework chooses (as torch's
+ * init_process_group(timeout=...)). Zero-initialise, set struct_size to
+ * sizeof(loom_comm_opts_t); a field left 0 takes Loom's configuration.
+ *  timeout: seconds; bounds the rendezvous (as LOOM_BOOTSTRAP_TIMEOUT) and
+ *           each call's wait for its peers (as LOOM_TIMEOUT). Where the user
+ *           has set LOOM_BOOTSTRAP_TIMEOUT or LOOM_TIMEOUT (environment or
+ *           loom.conf), that variable wins for its part.
+ *  nranks:  the number of ranks the caller expects; a rank table of
+ *           another size fails at once, naming both. */
+typedef struct loom_comm_opts {
+    size_t struct_size;
+    double timeout;
+    int nranks;
+} loom_comm_opts_t;
+/* loom_comm_init_rank and loom_comm_init_ranktable with opts (NULL: none). */
+LOOM_API loom_result_t loom_comm_init_rank_opts(loom_comm_t *comm, int nranks,
+                                                const loom_unique_id_t *id, int rank,
+                                                const loom_comm_opts_t *opts);
+LOOM_API loom_result_t loom_comm_init_ranktable_opts(const char *path, int rank,
+                                                     const loom_comm_opts_t *opts,
+                                                     loom_comm_t *comm);
 
 /* The full message of the last call on comm that failed, as NCCL's
  * ncclGetLastError: each collective or point-to-point call starts by

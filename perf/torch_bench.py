@@ -218,6 +218,8 @@ def blas_library():
 def rank_main(a):
     torch.set_num_threads(a.threads)
     import loom.torch  # noqa: F401
+    # torch 2.x's tcp:// store wants libuv unless told; Debian builds it without
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("loom", init_method="tcp://127.0.0.1:%d" % a.port,
                             world_size=a.world_size, rank=a.rank)
     rank = dist.get_rank()

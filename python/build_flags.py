@@ -7,8 +7,20 @@ usage: python3 build_flags.py pythondir|torch
   torch      shell assignments for building the torch extension, or exit 1
              when torch (with torch.distributed) cannot be imported
 """
+import re
 import sys
 import sysconfig
+
+
+def cxx_std(cpp_extension):
+    """The C++ standard torch builds its extensions with (-std=c++14 for
+    1.13, c++17 for 2.x): the newest that torch.utils.cpp_extension names."""
+    try:
+        with open(cpp_extension.__file__, encoding="utf-8") as f:
+            found = re.findall(r"-std=c\+\+(\d\d)", f.read())
+    except OSError:
+        found = []
+    return "c++%s" % max(found, key=int) if found else "c++17"
 
 
 def pythondir():
@@ -42,6 +54,7 @@ def torch_flags():
           % (libdir, libdir))
     print("TORCH_EXT_SUFFIX='%s'" % sysconfig.get_config_var("EXT_SUFFIX"))
     print("TORCH_VERSION='%s'" % torch.__version__)
+    print("TORCH_CXXSTD='-std=%s'" % cxx_std(cpp_extension))
     print("TORCH_CUDA='%s'" % (torch.version.cuda or ""))
 
 

@@ -8,10 +8,10 @@
 # for /usr/local), its _paths.py naming $(libdir).
 LOOM_PY_SRC = python/loom/__init__.py python/loom/_lib.py python/loom/torch/__init__.py
 LOOM_TORCH_SRC = python/csrc/ProcessGroupLoom.cpp python/csrc/ProcessGroupLoom.hpp \
-	python/csrc/collectives.cpp python/csrc/module.cpp
+	python/csrc/compat.hpp python/csrc/collectives.cpp python/csrc/module.cpp
 EXTRA_DIST += $(LOOM_PY_SRC) $(LOOM_TORCH_SRC) python/build_flags.py \
 	python/tests/ranks.py python/tests/torch_ranks.py python/tests/test_loom.py \
-	python/tests/test_torch_backend.py \
+	python/tests/test_torch_backend.py python/tests/torch_ops.py \
 	python/tests/launch.py python/tests/run.sh
 
 if HAVE_PYTHON
@@ -20,19 +20,22 @@ all-local: python/.built
 LOOM_PY_OUT = python/.built
 if HAVE_TORCH
 LOOM_TORCH_EXT = python/loom/torch/_c10d$(TORCH_EXT_SUFFIX)
-LOOM_TORCH_CXX = $(CXX) -std=gnu++14 -O2 -g -fPIC $(LOOM_WARN_CXXFLAGS) \
+LOOM_TORCH_CXX = $(CXX) $(TORCH_CXXSTD) -O2 -g -fPIC $(LOOM_WARN_CXXFLAGS) \
 	-I$(top_srcdir)/include $(TORCH_CPPFLAGS)
 # libloom is not linked: loom/__init__.py loads it with RTLD_GLOBAL first
 python/csrc/ProcessGroupLoom.o: $(srcdir)/python/csrc/ProcessGroupLoom.cpp \
-		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/include/loom.h
+		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/python/csrc/compat.hpp \
+		$(srcdir)/include/loom.h
 	$(AM_V_GEN)$(MKDIR_P) python/csrc && \
 	$(LOOM_TORCH_CXX) -c -o $@ $(srcdir)/python/csrc/ProcessGroupLoom.cpp
 python/csrc/collectives.o: $(srcdir)/python/csrc/collectives.cpp \
-		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/include/loom.h
+		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/python/csrc/compat.hpp \
+		$(srcdir)/include/loom.h
 	$(AM_V_GEN)$(MKDIR_P) python/csrc && \
 	$(LOOM_TORCH_CXX) -c -o $@ $(srcdir)/python/csrc/collectives.cpp
 python/csrc/module.o: $(srcdir)/python/csrc/module.cpp \
-		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/include/loom.h
+		$(srcdir)/python/csrc/ProcessGroupLoom.hpp $(srcdir)/python/csrc/compat.hpp \
+		$(srcdir)/include/loom.h
 	$(AM_V_GEN)$(MKDIR_P) python/csrc && \
 	$(LOOM_TORCH_CXX) -c -o $@ $(srcdir)/python/csrc/module.cpp
 LOOM_TORCH_OBJ = python/csrc/ProcessGroupLoom.o python/csrc/collectives.o python/csrc/module.o

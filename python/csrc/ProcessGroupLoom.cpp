@@ -34,19 +34,35 @@ loom_dtype_t loomDtype(const at::Tensor& t) {
     case at::kByte: return LOOM_UINT8;
     case at::kInt: return LOOM_INT32;
     case at::kLong: return LOOM_INT64;
+    case at::kBool: return LOOM_UINT8;  // one byte of 0 or 1
+    case at::kComplexFloat: return LOOM_FLOAT32;  // as two floats (count())
+    case at::kComplexDouble: return LOOM_FLOAT64;
     default:
       fail(std::string("dtype ") + c10::toString(t.scalar_type()) +
            " is not supported (float32, float64, float16, bfloat16, int8, uint8, int32, "
-           "int64)");
+           "int64, bool, complex64, complex128)");
   }
 }
 
 // ---- WorkLoom ---------------------------------------------------------------
 
-WorkLoom::WorkLoom(ProcessGroupLoom* pg, c10d::OpType type, std::vector<at::Tensor> outputs,
+WorkLoom::WorkLoom(ProcessGroupLoom* pg, c10d::OpType type, const char* title,
+                   std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
                    std::function<void()> post)
-    : c10d::Work(pg->getRank(), type), pg_(pg), outputs_(std::move(outputs)),
+    : c10d::Work(pg->getRank(), type, title, inputs), pg_(pg), outputs_(std::move(outputs)),
       post_(std::move(post)) {}
+
+void WorkLoom::doneNow(loom_result_t res) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (loomDone_)
+    return;
+  loomDone_ = true;
+  loomResult_ = res;
+  if (claim()) {
+    lock.unlock();
+    finishWork();
+  }
+}
 
 WorkLoom::~WorkLoom() {
   if (request_)
@@ -142,7 +158,13 @@ bool WorkLoom::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) {
     cv_.wait(lock, loomOrDone);
   } else if (!cv_.wait_for(lock, timeout, loomOrDone)) {
-    fail("Work::wait timed out after " + std::to_string(timeout.count()) + " ms");
+    // the call stays in flight (bounded by the group's timeout); the group
+    // no longer waits for it when it is destroyed
+    pg_->abandoned_ = true;
+    fail(std::string(c10d::opTypeToString(retrieveOpType())) + ": Work::wait timed out after " +
+         std::to_string(timeout.count()) +
+         " ms; the call is still in flight (the group's timeout bounds it), and "
+         "destroying the group aborts it");
   }
   if (claim()) {
     lock.unlock();
@@ -185,11 +207,15 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkLoom::getFuture() {
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout,
                                    const std::string& ranktable)
-    : c10d::ProcessGroup(rank, size) {
-  (void)timeout;  // Loom's own LOOM_TIMEOUT and LOOM_BOOTSTRAP_TIMEOUT apply
+    : compat::Base(rank, size), store_(store), timeout_(timeout) {
+  loom_comm_opts_t opts;
+  std::memset(&opts, 0, sizeof opts);
+  opts.struct_size = sizeof opts;
+  opts.timeout = static_cast<double>(timeout.count()) / 1000.0;
+  opts.nranks = size;  // a rank table of another size fails at once
   loom_result_t res;
   if (!ranktable.empty()) {
-    res = loom_comm_init_ranktable(ranktable.c_str(), rank, &comm_);
+    res = loom_comm_init_ranktable_opts(ranktable.c_str(), rank, &opts, &comm_);
     if (res != LOOM_SUCCESS)
       fail(std::string("rank table ") + ranktable + ": " + loom_get_error_string(nullptr));
     int n = 0;
@@ -214,7 +240,7 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
              " bytes, not a Loom unique id");
       std::memcpy(id.internal, v.data(), v.size());
     }
-    res = loom_comm_init_rank(&comm_, size, &id, rank);
+    res = loom_comm_init_rank_opts(&comm_, size, &id, rank, &opts);
     if (res != LOOM_SUCCESS)
       fail(std::string("joining the group: ") + loom_get_error_string(nullptr));
   }
@@ -229,6 +255,8 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
 ProcessGroupLoom::~ProcessGroupLoom() {
   // The completion thread may be running Python (comm hooks): let it have
   // the GIL while it drains.
+  if (abandoned_)
+    loom_comm_abort(comm_);  // a call nobody waits for any more
   auto drain = [this] {
     for (auto& p : cudaStreams_)
       loom_stream_synchronize(p.second);
@@ -254,6 +282,23 @@ ProcessGroupLoom::~ProcessGroupLoom() {
 }
 
 std::string ProcessGroupLoom::loomError() const { return loom_get_error_string(comm_); }
+
+void ProcessGroupLoom::abort() {
+  abandoned_ = true;
+  loom_comm_abort(comm_);
+}
+
+void ProcessGroupLoom::shutdown() {
+  pybind11::gil_scoped_release nogil;
+  drain();
+  abort();
+}
+
+void ProcessGroupLoom::drain() {
+  for (auto& p : cudaStreams_)
+    loom_stream_synchronize(p.second);
+  loom_stream_synchronize(stream_);
+}
 
 void ProcessGroupLoom::handOver(c10::intrusive_ptr<WorkLoom> work, bool wake) {
   {
@@ -341,14 +386,33 @@ void ProcessGroupLoom::startCoalescing() {
   coalescing_ = true;
 }
 
+#if LOOM_TORCH_BACKEND_API
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::endCoalescing() {
+  return endCoalescingWork();
+}
+#else
 void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) {
   (void)reqs;  // the works were returned by each call; they complete together
+  (void)endCoalescingWork();
+}
+#endif
+
+c10::intrusive_ptr<WorkLoom> ProcessGroupLoom::endCoalescingWork() {
   std::vector<c10::intrusive_ptr<WorkLoom>> works;
   loom_result_t res;
   {
     std::lock_guard<std::mutex> lock(issueMutex_);
+    if (!coalescing_)
+      fail("endCoalescing: startCoalescing was not called");
     coalescing_ = false;
     works.swap(coalesced_);
+    // one work for the whole group, after the calls' own
+    std::vector<at::Tensor> outs;
+    for (auto& w : works)
+      outs.insert(outs.end(), w->outputs_.begin(), w->outputs_.end());
+    works.push_back(c10::make_intrusive<WorkLoom>(this, c10d::OpType::UNKNOWN,
+                                                  "loom:coalesced", std::vector<at::Tensor>{},
+                                                  outs, nullptr));
     res = loom_group_end();
     if (res >= 0) {
       for (auto& w : works) {
@@ -375,11 +439,28 @@ void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>
     }
     fail("coalesced calls: " + msg);
   }
+  return works.back();
 }
 
 loom_redop_t ProcessGroupLoom::redop(const c10d::ReduceOp& op, const at::Tensor& t,
                                      loom_redop_t* created) {
   *created = static_cast<loom_redop_t>(-1);
+  if (t.is_complex() && op.op_ != c10d::ReduceOp::SUM && op.op_ != c10d::ReduceOp::AVG &&
+      op.op_ != c10d::ReduceOp::PREMUL_SUM)
+    fail("complex tensors are reduced with SUM, AVG or PREMUL_SUM only (ReduceOp " +
+         std::to_string(static_cast<int>(op.op_)) + ")");
+  if (t.scalar_type() == at::kBool) {
+    // as logical or / and over bytes of 0 and 1
+    switch (op.op_) {
+      case c10d::ReduceOp::SUM:
+      case c10d::ReduceOp::MAX: return LOOM_MAX;
+      case c10d::ReduceOp::PRODUCT:
+      case c10d::ReduceOp::MIN: return LOOM_MIN;
+      default:
+        fail("bool tensors are reduced with SUM, PRODUCT, MIN or MAX (ReduceOp " +
+             std::to_string(static_cast<int>(op.op_)) + ")");
+    }
+  }
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return LOOM_SUM;
     case c10d::ReduceOp::AVG: return LOOM_AVG;
@@ -392,12 +473,13 @@ loom_redop_t ProcessGroupLoom::redop(const c10d::ReduceOp& op, const at::Tensor&
         fail("PREMUL_SUM without its factor (make it with "
              "torch.distributed._make_nccl_premul_sum)");
       double factor = s->double_factor;
-      if (!s->tensor_factors.empty()) {
-        if (s->tensor_factors.size() != 1 || s->tensor_factors[0].numel() != 1)
+      std::vector<at::Tensor> tf = compat::premulTensors(*s);
+      if (!tf.empty()) {
+        if (tf.size() != 1 || tf[0].numel() != 1)
           fail("PREMUL_SUM: one scalar factor per call");
-        factor = s->tensor_factors[0].item<double>();
+        factor = tf[0].item<double>();
       }
-      if (!at::isFloatingType(t.scalar_type()))
+      if (!at::isFloatingType(t.scalar_type()) && !t.is_complex())
         fail("PREMUL_SUM needs a floating-point tensor");
       loom_redop_attr_t attr = {};
       attr.struct_size = sizeof attr;

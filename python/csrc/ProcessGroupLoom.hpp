@@ -1,5 +1,6 @@
 // ProcessGroupLoom.hpp - the "loom" backend of torch.distributed: a thin
-// c10d::ProcessGroup over Loom's C API (include/loom.h).
+// c10d::Backend (torch >= 2.0; a c10d::ProcessGroup on 1.13, compat.hpp)
+// over Loom's C API (include/loom.h).
 //
 // Every call maps to one Loom call (or one Loom group) enqueued on the
 // group's own host stream, so it returns at once; a request with a
@@ -8,8 +9,16 @@
 // hooks run) on a thread this backend owns, or on the thread that waits in
 // Work::wait() / polls Work::isCompleted() when it gets there first, never
 // on Loom's progress thread.
+//
+// Timeouts: the group's timeout (init_process_group(timeout=...)) bounds its
+// rendezvous and each call's wait for its peers, unless the user set
+// LOOM_BOOTSTRAP_TIMEOUT or LOOM_TIMEOUT. A Work::wait(timeout) that
+// expires raises; its call stays in flight, still bounded by the group's
+// timeout. The group then aborts its communicator when it is destroyed
+// instead of waiting for that call, so the process can exit.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <stdexcept>
@@ -19,9 +28,9 @@
 #include <thread>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "compat.hpp"
 #include "loom.h"
 
 namespace loom_c10d {
@@ -30,7 +39,10 @@ class ProcessGroupLoom;
 
 class WorkLoom : public c10d::Work {
  public:
-  WorkLoom(ProcessGroupLoom* pg, c10d::OpType type, std::vector<at::Tensor> outputs,
+  // title: the profiler's name of the call ("loom:all_reduce"), recorded
+  // from here to completion as gloo's "gloo:<op>"
+  WorkLoom(ProcessGroupLoom* pg, c10d::OpType type, const char* title,
+           std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
            std::function<void()> post);
   ~WorkLoom() override;
 
@@ -44,6 +56,8 @@ class WorkLoom : public c10d::Work {
  private:
   friend class ProcessGroupLoom;
   static void onLoomDone(void* arg, loom_result_t res);
+  // Complete a work whose Loom part ended without a request (res).
+  void doneNow(loom_result_t res);
   // Run post_, complete the future, mark the work complete. Called once,
   // by whoever claimed the work, with mutex_ not held.
   void finishWork();
@@ -62,17 +76,42 @@ class WorkLoom : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-class ProcessGroupLoom : public c10d::ProcessGroup {
+class ProcessGroupLoom : public compat::Base {
  public:
   // Rendezvous through store (rank 0 publishes a Loom unique id), or, with
-  // a non-empty ranktable, from the rank table.
+  // a non-empty ranktable, from the rank table (of size ranks).
   ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, const std::string& ranktable);
   ~ProcessGroupLoom() override;
 
   const std::string getBackendName() const override { return "loom"; }
   void startCoalescing() override;
+#if LOOM_TORCH_BACKEND_API
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#else
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+#endif
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  // As gloo's: rank 0 waits for every rank (through the store, so that it
+  // names the ranks that did not arrive within the timeout), then lets
+  // them go; waitAllRanks names all of them, else the first.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+  // Every pending and later call fails at once (LOOM_ERROR_ABORTED).
+  void abort();
+  // Waits for pending calls (bounded by the timeout), then aborts.
+  void shutdown();
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -112,6 +151,7 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   loom_comm_t comm() const { return comm_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
   // Loom's message for comm's last error.
   std::string loomError() const;
 
@@ -132,8 +172,19 @@ class ProcessGroupLoom : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> alltoallv(at::Tensor& output, at::Tensor& input,
                                            const std::vector<int64_t>& outSplits,
                                            const std::vector<int64_t>& inSplits);
+  // Sparse COO allreduce (SUM), as gloo's: the ranks' indices and values are
+  // gathered and summed into each rank's tensor. Runs on the caller's thread.
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& t, const c10d::ReduceOp& op);
+  // The group work of the calls issued since startCoalescing.
+  c10::intrusive_ptr<WorkLoom> endCoalescingWork();
+  // Wait for the calls issued so far (before a call made on this thread).
+  void drain();
 
   loom_comm_t comm_ = nullptr;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  uint64_t monitoredSeq_ = 0;
+  std::atomic<bool> abandoned_{false};  // a wait timed out, or abort()
   loom_stream_t stream_ = nullptr;
   std::vector<std::pair<void*, loom_stream_t>> cudaStreams_;  // CUDA stream -> Loom's
   std::mutex issueMutex_;             // orders issue() calls
@@ -167,7 +218,7 @@ inline void checkOne(const std::vector<at::Tensor>& tensors, const char* op) {
 // (or on a CUDA device when the CUDA adapter is built in).
 inline void checkTensor(const at::Tensor& t, const char* op) {
   if (t.layout() != at::kStrided)
-    fail(std::string(op) + ": only dense tensors are supported");
+    fail(std::string(op) + ": only dense tensors are supported (sparse: allreduce)");
   if (!t.is_contiguous())
     fail(std::string(op) + ": the tensor must be contiguous");
 #ifdef LOOM_TORCH_WITH_CUDA
@@ -181,7 +232,10 @@ inline void checkTensor(const at::Tensor& t, const char* op) {
   (void)loomDtype(t);
 }
 
-inline uint64_t count(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()); }
+// Elements in Loom's dtype: a complex number is two of its real type.
+inline uint64_t count(const at::Tensor& t) {
+  return static_cast<uint64_t>(t.numel()) * (t.is_complex() ? 2 : 1);
+}
 
 // Do the tensors sit one after another in memory (so one buffer holds them)?
 inline bool adjacent(const std::vector<at::Tensor>& ts) {

@@ -2,6 +2,9 @@
 // Loom call (or one Loom group) enqueued through ProcessGroupLoom::issue.
 #include "ProcessGroupLoom.hpp"
 
+#include <algorithm>
+#include <sstream>
+
 namespace loom_c10d {
 
 using namespace detail;
@@ -24,7 +27,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::broadcast(std::vector<at::Tenso
   checkOne(tensors, "broadcast");
   at::Tensor t = tensors[0];
   checkTensor(t, "broadcast");
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::BROADCAST, tensors, nullptr);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::BROADCAST, "loom:broadcast", tensors, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   return issue(work, st, [&] {
     return loom_broadcast(t.data_ptr(), count(t), loomDtype(t), static_cast<int>(opts.rootRank),
@@ -36,10 +39,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tenso
                                                            const c10d::AllreduceOptions& opts) {
   checkOne(tensors, "allreduce");
   at::Tensor t = tensors[0];
+  if (t.is_sparse())
+    return allreduceSparse(tensors[0], opts.reduceOp);
   checkTensor(t, "allreduce");
   RedopGuard g{static_cast<loom_redop_t>(-1)};
   loom_redop_t op = redop(opts.reduceOp, t, &g.op);
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE, tensors, nullptr);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE, "loom:all_reduce", tensors, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   return issue(work, st, [&] {
     return loom_allreduce(t.data_ptr(), t.data_ptr(), count(t), loomDtype(t), op, comm_,
@@ -59,7 +64,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(
   RedopGuard g{static_cast<loom_redop_t>(-1)};
   loom_redop_t op = redop(opts.reduceOp, tensors[0], &g.op);
   auto work =
-      c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE_COALESCED, tensors, nullptr);
+      c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE_COALESCED, "loom:all_reduce",
+                                    tensors, tensors, nullptr);
   // one Loom group: its allreduces coalesce into as few as the sizes allow
   loom_stream_t st = streamFor(tensors[0]);
   return issue(work, st, [&] {
@@ -79,7 +85,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
   RedopGuard g{static_cast<loom_redop_t>(-1)};
   loom_redop_t op = redop(opts.reduceOp, t, &g.op);
   int root = static_cast<int>(opts.rootRank);
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::REDUCE, tensors, nullptr);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::REDUCE, "loom:reduce", tensors, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   return issue(work, st, [&] {
     // the other ranks' tensors are left as they were
@@ -110,7 +116,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(
         outs[i].view({-1}).copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(),
                                              outs[i].numel()));
     };
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLGATHER, outs, post);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLGATHER, "loom:all_gather", inputs, outs, post);
   loom_stream_t st = streamFor(in);
   return issue(work, st, [&] {
     return loom_allgather(in.data_ptr(), dst, count(in), loomDtype(in), comm_, st);
@@ -125,7 +131,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(
   if (output.scalar_type() != input.scalar_type() ||
       output.numel() != input.numel() * getSize())
     fail("_allgather_base: the output must hold world size times the input, of its dtype");
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::_ALLGATHER_BASE,
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::_ALLGATHER_BASE, "loom:all_gather",
+                                            std::vector<at::Tensor>{input},
                                             std::vector<at::Tensor>{output}, nullptr);
   loom_stream_t st = streamFor(input);
   return issue(work, st, [&] {
@@ -159,7 +166,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(
         outs[i].view({-1}).copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(),
                                              outs[i].numel()));
     };
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::GATHER, outs, post);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::GATHER, "loom:gather", inputs, outs, post);
   loom_stream_t st = streamFor(in);
   return issue(work, st, [&] {
     return loom_gather(in.data_ptr(), dst, count(in), loomDtype(in), root, comm_, st);
@@ -181,7 +188,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(
     flat = adjacent(inputs[0]) ? inputs[0][0]
                                : at::cat(inputs[0]).contiguous();  // copied now
   }
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SCATTER, outputs,
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SCATTER, "loom:scatter",
+                                            flat.defined() ? std::vector<at::Tensor>{flat}
+                                                           : std::vector<at::Tensor>{},
+                                            outputs,
                                             [flat] {});  // keeps flat alive
   loom_stream_t st = streamFor(out);
   return issue(work, st, [&] {
@@ -202,7 +212,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter(
   at::Tensor flat = adjacent(inputs[0]) ? inputs[0][0] : at::cat(inputs[0]).contiguous();
   RedopGuard g{static_cast<loom_redop_t>(-1)};
   loom_redop_t op = redop(opts.reduceOp, out, &g.op);
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::REDUCE_SCATTER, outputs,
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::REDUCE_SCATTER, "loom:reduce_scatter",
+                                            std::vector<at::Tensor>{flat}, outputs,
                                             [flat] {});
   loom_stream_t st = streamFor(out);
   return issue(work, st, [&] {
@@ -222,6 +233,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(
   RedopGuard g{static_cast<loom_redop_t>(-1)};
   loom_redop_t op = redop(opts.reduceOp, output, &g.op);
   auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::_REDUCE_SCATTER_BASE,
+                                            "loom:reduce_scatter", std::vector<at::Tensor>{input},
                                             std::vector<at::Tensor>{output}, nullptr);
   loom_stream_t st = streamFor(output);
   return issue(work, st, [&] {
@@ -252,7 +264,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoallv(
   std::vector<int64_t> ioff, ilen, ooff, olen;
   split(inSplits, input, inRow, ioff, ilen);
   split(outSplits, output, outRow, ooff, olen);
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL_BASE,
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL_BASE, "loom:all_to_all",
+                                            std::vector<at::Tensor>{input},
                                             std::vector<at::Tensor>{output}, [input] {});
   loom_dtype_t dt = loomDtype(input);
   size_t es = input.element_size();
@@ -280,7 +293,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(
   if (!outputSplits.empty() || !inputSplits.empty() || input.numel() % getSize() ||
       output.numel() != input.numel())
     return alltoallv(output, input, outputSplits, inputSplits);
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL_BASE,
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL_BASE, "loom:all_to_all",
+                                            std::vector<at::Tensor>{input},
                                             std::vector<at::Tensor>{output}, nullptr);
   loom_stream_t st = streamFor(input);
   return issue(work, st, [&] {
@@ -304,7 +318,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor
         outputs[p].scalar_type() != inputs[0].scalar_type())
       fail("alltoall: every tensor must have one dtype");
   }
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL, outputs,
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLTOALL, "loom:all_to_all", inputs,
+                                            outputs,
                                             [inputs] {});
   loom_stream_t st = streamFor(inputs[0]);
   return issue(work, st, [&] {
@@ -323,11 +338,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>& t
                                                       int dst, int tag) {
   checkOne(tensors, "send");
   if (tag != 0)
-    fail("send: tags are not supported (messages between two ranks match in the order "
-         "they were sent); use tag=0");
+    fail("send: tag " + std::to_string(tag) + " is not supported (Loom matches the "
+         "messages between two ranks in the order they were sent); use tag=0");
   at::Tensor t = tensors[0];
   checkTensor(t, "send");
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SEND, tensors, nullptr);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SEND, "loom:send", tensors, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   return issue(work, st, [&] {
     return loom_send(t.data_ptr(), count(t), loomDtype(t), dst, comm_, st);
@@ -338,11 +353,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& t
                                                       int src, int tag) {
   checkOne(tensors, "recv");
   if (tag != 0)
-    fail("recv: tags are not supported (messages between two ranks match in the order "
-         "they were sent); use tag=0");
+    fail("recv: tag " + std::to_string(tag) + " is not supported (Loom matches the "
+         "messages between two ranks in the order they were sent); use tag=0");
   at::Tensor t = tensors[0];
   checkTensor(t, "recv");
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::RECV, tensors, nullptr);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::RECV, "loom:recv",
+                                            std::vector<at::Tensor>{}, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   return issue(work, st, [&] {
     return loom_recv(t.data_ptr(), count(t), loomDtype(t), src, comm_, st);
@@ -351,10 +367,239 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOptions& opts) {
   (void)opts;
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::BARRIER,
-                                            std::vector<at::Tensor>{}, nullptr);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::BARRIER, "loom:barrier",
+                                            std::vector<at::Tensor>{}, std::vector<at::Tensor>{}, nullptr);
   loom_stream_t st = stream_;
   return issue(work, st, [&] { return loom_barrier(comm_, st); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int tag) {
+  (void)tensors;
+  (void)tag;
+  fail("recv from any source (recvAnysource) is not supported: Loom matches each receive "
+       "to the rank it names; pass src");
+}
+
+// The ranks' input lists flattened into one buffer, gathered once, and cut
+// back into each rank's list (gloo's way).
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  (void)opts;
+  const char* op = "allgather_coalesced";
+  if (inputs.empty())
+    fail(std::string(op) + ": no input tensors");
+  if (static_cast<int>(outputLists.size()) != getSize())
+    fail(std::string(op) + ": one output list per rank (" + std::to_string(getSize()) +
+         "), got " + std::to_string(outputLists.size()));
+  for (const auto& t : inputs) {
+    checkTensor(t, op);
+    if (t.scalar_type() != inputs[0].scalar_type())
+      fail(std::string(op) + ": every tensor must have one dtype");
+  }
+  for (const auto& l : outputLists) {
+    if (l.size() != inputs.size())
+      fail(std::string(op) + ": each output list must have as many tensors as the inputs");
+    for (size_t i = 0; i < l.size(); i++)
+      if (l[i].scalar_type() != inputs[i].scalar_type() || l[i].numel() != inputs[i].numel())
+        fail(std::string(op) + ": output tensor " + std::to_string(i) +
+             " must have the dtype and size of input " + std::to_string(i));
+  }
+  std::vector<at::Tensor> flats;
+  for (const auto& t : inputs)
+    flats.push_back(t.reshape({-1}));
+  at::Tensor in = at::cat(flats);
+  at::Tensor out = at::empty({getSize() * in.numel()}, in.options());
+  std::vector<at::Tensor> outs;
+  for (auto& l : outputLists)
+    outs.insert(outs.end(), l.begin(), l.end());
+  auto lists = outputLists;
+  auto post = [out, lists, in]() mutable {
+    int64_t at = 0;
+    for (auto& l : lists)
+      for (auto& t : l) {
+        t.copy_(out.narrow(0, at, t.numel()).view(t.sizes()));
+        at += t.numel();
+      }
+  };
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLGATHER_COALESCED,
+                                            "loom:all_gather", inputs, outs, post);
+  loom_stream_t st = streamFor(in);
+  return issue(work, st, [&] {
+    return loom_allgather(in.data_ptr(), out.data_ptr(), count(in), loomDtype(in), comm_, st);
+  });
+}
+
+#if LOOM_TORCH_BACKEND_API
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_sparse(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  checkOne(tensors, "allreduce_sparse");
+  return allreduceSparse(tensors[0], opts.reduceOp);
+}
+
+// One Loom group of allgathers (one call number on every rank).
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  (void)opts;
+  const char* op = "allgather_into_tensor_coalesced";
+  if (inputs.empty() || outputs.size() != inputs.size())
+    fail(std::string(op) + ": as many outputs as inputs, at least one");
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkTensor(inputs[i], op);
+    checkTensor(outputs[i], op);
+    if (outputs[i].scalar_type() != inputs[i].scalar_type() ||
+        outputs[i].numel() != inputs[i].numel() * getSize())
+      fail(std::string(op) + ": output " + std::to_string(i) +
+           " must hold world size times input " + std::to_string(i) + ", of its dtype");
+  }
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::COALESCED, "loom:all_gather",
+                                            inputs, outputs, nullptr);
+  loom_stream_t st = streamFor(inputs[0]);
+  return issue(work, st, [&] {
+    loom_group_start();
+    for (size_t i = 0; i < inputs.size(); i++)
+      loom_allgather(inputs[i].data_ptr(), outputs[i].data_ptr(), count(inputs[i]),
+                     loomDtype(inputs[i]), comm_, st);
+    return loom_group_end();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor_coalesced";
+  if (inputs.empty() || outputs.size() != inputs.size())
+    fail(std::string(op) + ": as many outputs as inputs, at least one");
+  for (size_t i = 0; i < inputs.size(); i++) {
+    checkTensor(inputs[i], op);
+    checkTensor(outputs[i], op);
+    if (outputs[i].scalar_type() != inputs[0].scalar_type() ||
+        inputs[i].scalar_type() != inputs[0].scalar_type() ||
+        inputs[i].numel() != outputs[i].numel() * getSize())
+      fail(std::string(op) + ": input " + std::to_string(i) +
+           " must hold world size times output " + std::to_string(i) +
+           ", all of one dtype");
+  }
+  RedopGuard g{static_cast<loom_redop_t>(-1)};
+  loom_redop_t rop = redop(opts.reduceOp, outputs[0], &g.op);
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::COALESCED,
+                                            "loom:reduce_scatter", inputs, outputs, nullptr);
+  loom_stream_t st = streamFor(inputs[0]);
+  return issue(work, st, [&] {
+    loom_group_start();
+    for (size_t i = 0; i < inputs.size(); i++)
+      loom_reduce_scatter(inputs[i].data_ptr(), outputs[i].data_ptr(), count(outputs[i]),
+                          loomDtype(outputs[i]), rop, comm_, st);
+    return loom_group_end();
+  });
+}
+#endif
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduceSparse(at::Tensor& t,
+                                                                 const c10d::ReduceOp& op) {
+  const char* name = "allreduce (sparse)";
+  if (t.layout() != at::kSparse || !t.device().is_cpu())
+    fail(std::string(name) + ": sparse COO tensors on the CPU only");
+  if (op.op_ != c10d::ReduceOp::SUM)
+    fail(std::string(name) + ": sparse tensors are reduced with SUM only");
+  at::Tensor in = t.coalesce();
+  at::Tensor idx = in._indices().contiguous();  // int64 [sparse_dim, nnz]
+  at::Tensor val = in._values().contiguous();   // [nnz, dense dims...]
+  (void)loomDtype(val);
+  int n = getSize();
+  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::ALLREDUCE,
+                                            "loom:sparse_all_reduce",
+                                            std::vector<at::Tensor>{t},
+                                            std::vector<at::Tensor>{t}, nullptr);
+  auto check = [&](loom_result_t res) {
+    if (res < 0) {
+      std::string msg = loomError();
+      work->doneNow(res);
+      fail(std::string(name) + ": " + msg);
+    }
+  };
+  // blocking calls on this thread, after what was issued before
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  if (coalescing_)
+    fail(std::string(name) + ": not inside a coalescing block");
+  drain();
+  at::Tensor nnz = at::empty({n}, at::kLong);
+  int64_t mine = in._nnz();
+  check(loom_allgather(&mine, nnz.data_ptr(), 1, LOOM_INT64, comm_, nullptr));
+  int64_t most = nnz.max().item<int64_t>();
+  // every rank's part padded to the longest
+  int64_t sd = idx.size(0);
+  std::vector<int64_t> vshape = val.sizes().vec();
+  vshape[0] = most;
+  at::Tensor pi = at::zeros({most, sd}, at::kLong);
+  at::Tensor pv = at::zeros(vshape, val.options());
+  if (mine) {
+    pi.narrow(0, 0, mine).copy_(idx.t());
+    pv.narrow(0, 0, mine).copy_(val);
+  }
+  std::vector<int64_t> allv = vshape;
+  allv.insert(allv.begin(), n);
+  at::Tensor ai = at::empty({n, most, sd}, at::kLong);
+  at::Tensor av = at::empty(allv, val.options());
+  if (most) {
+    check(loom_allgather(pi.data_ptr(), ai.data_ptr(), count(pi), LOOM_INT64, comm_, nullptr));
+    check(loom_allgather(pv.data_ptr(), av.data_ptr(), count(pv), loomDtype(pv), comm_,
+                         nullptr));
+  }
+  std::vector<at::Tensor> is, vs;
+  for (int r = 0; r < n; r++) {
+    int64_t k = nnz[r].item<int64_t>();
+    is.push_back(ai[r].narrow(0, 0, k));
+    vs.push_back(av[r].narrow(0, 0, k));
+  }
+  at::Tensor sum =
+      at::sparse_coo_tensor(at::cat(is).t(), at::cat(vs), t.sizes(), t.options()).coalesce();
+  t.copy_(sum);
+  work->doneNow(LOOM_SUCCESS);
+  return work;
+}
+
+void ProcessGroupLoom::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  auto start = std::chrono::steady_clock::now();
+  std::string prefix = "loom_monitored_barrier/" + std::to_string(monitoredSeq_++) + "/";
+  std::string done = prefix + "done";
+  auto left = [&] {
+    auto l = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start);
+    return std::max(l, std::chrono::milliseconds(1));
+  };
+  if (getRank() != 0) {
+    store_->set(prefix + std::to_string(getRank()), std::vector<uint8_t>{1});
+    try {
+      store_->wait({done}, left());
+    } catch (const std::exception& e) {
+      fail("monitoredBarrier: rank 0 did not let rank " + std::to_string(getRank()) +
+           " pass within " + std::to_string(timeout.count()) + " ms: " + e.what());
+    }
+    return;
+  }
+  std::vector<int> missing;
+  for (int r = 1; r < getSize(); r++) {
+    try {
+      store_->wait({prefix + std::to_string(r)}, left());
+    } catch (const std::exception&) {
+      missing.push_back(r);
+      if (!waitAllRanks)
+        break;
+    }
+  }
+  if (!missing.empty()) {
+    std::ostringstream msg;
+    msg << (missing.size() == 1 ? "Rank " : "Ranks ");
+    for (size_t i = 0; i < missing.size(); i++)
+      msg << (i ? ", " : "") << missing[i];
+    msg << " failed to pass monitoredBarrier in " << timeout.count() << " ms";
+    fail(msg.str());
+  }
+  store_->set(done, std::vector<uint8_t>{1});
 }
 
 }  // namespace loom_c10d

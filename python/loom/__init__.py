@@ -340,8 +340,9 @@ def init(init_method=None, size=-1, rank=-1, ranktable=None, unique_id=None):
         ctypes.memmove(ctypes.addressof(uid), bytes(unique_id), _lib.UNIQUE_ID_BYTES)
         res = lib.loom_comm_init_rank(ctypes.byref(h), size, ctypes.byref(uid), rank)
     elif ranktable is not None:
-        res = lib.loom_comm_init_ranktable_size(str(ranktable).encode(), size, rank,
-                                                ctypes.byref(h))
+        opts = _lib.CommOpts(ctypes.sizeof(_lib.CommOpts), 0.0, max(size, 0))
+        res = lib.loom_comm_init_ranktable_opts(str(ranktable).encode(), rank,
+                                                ctypes.byref(opts), ctypes.byref(h))
     elif init_method is not None:
         res = lib.loom_comm_init_url(init_method.encode(), size, rank, ctypes.byref(h))
     else:

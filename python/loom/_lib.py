@@ -58,6 +58,11 @@ class ShrinkParams(ctypes.Structure):
                 ("nexclude", c_int), ("timeout", c_double)]
 
 
+class CommOpts(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("timeout", ctypes.c_double),
+                ("nranks", c_int)]
+
+
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
@@ -68,7 +73,7 @@ _PROTOS = {
     "loom_get_version": (c_int, [ctypes.POINTER(c_int), ctypes.POINTER(c_char_p)]),
     "loom_get_features": (c_int, [ctypes.POINTER(c_char_p)]),
     "loom_comm_init_ranktable": (c_int, [c_char_p, c_int, ctypes.POINTER(c_void_p)]),
-    "loom_comm_init_ranktable_size": (c_int, [c_char_p, c_int, c_int,
+    "loom_comm_init_ranktable_opts": (c_int, [c_char_p, c_int, ctypes.POINTER(CommOpts),
                                               ctypes.POINTER(c_void_p)]),
     "loom_comm_init_url": (c_int, [c_char_p, c_int, c_int, ctypes.POINTER(c_void_p)]),
     "loom_comm_init_env": (c_int, [ctypes.POINTER(c_void_p)]),

@@ -41,6 +41,7 @@ def run(script, args, n, timeout=120, env=None, port=None):
     e = dict(os.environ)
     e.setdefault("LOOM_SOCKET_IFNAME", "lo")  # unique ids: loopback only
     e.setdefault("OMP_NUM_THREADS", "1")
+    e.setdefault("USE_LIBUV", "0")  # Debian's torch 2.x is built without libuv
     if env:
         e.update(env)
     procs = []

@@ -9,6 +9,7 @@ import launch
 pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANKS = os.path.join(HERE, "torch_ranks.py")
+OPS = os.path.join(HERE, "torch_ops.py")
 
 
 def _backend_built():
@@ -36,3 +37,28 @@ def test_collectives_async_work_and_errors(tmp_path):
 
 def test_init_methods_and_groups(tmp_path):
     run("init", 3, tmp_path)
+
+
+def run_ops(scenario, n, timeout=120):
+    # torch_ops.py: the calls beyond the plain collectives, timeouts, abort
+    ok, _ = launch.run(OPS, [scenario], n, timeout=timeout)
+    assert ok, "%s with %d ranks failed (outputs above)" % (scenario, n)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ops(n):
+    run_ops("ops", n)
+
+
+def test_late_rank_times_out():
+    # the group's timeout is 5 s, one rank is 16 s late
+    run_ops("late", 3)
+
+
+def test_missing_rank_times_out():
+    # 2 of 3 ranks start: init fails within about the group's timeout
+    run_ops("missing", 2)
+
+
+def test_wait_timeout_then_exit():
+    run_ops("wait_timeout", 2)

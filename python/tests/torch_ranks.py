@@ -205,7 +205,8 @@ def s_errors(a):
     if not dist.is_initialized():
         init(a)
     r = dist.get_rank()
-    for bad, why in [(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool)), "Bool"),
+    for bad, why in [(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool),
+                                              op=dist.ReduceOp.AVG), "bool"),
                      (lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)),
                       "not supported"),
                      (lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
@@ -324,7 +325,10 @@ def s_all(a):
 SCENARIOS = {k[2:]: v for k, v in globals().items() if k.startswith("s_")}
 
 
-def main():
+def main(scenarios=None, hard_exit=True):
+    """Run the scenario argv names (of scenarios, default this file's);
+    hard_exit: leave by os._exit (not torch's atexit hooks on a broken
+    group), else a normal exit, whose hooks must end the process."""
     p = argparse.ArgumentParser()
     p.add_argument("scenario")
     p.add_argument("--tmp", default="/tmp")
@@ -333,10 +337,11 @@ def main():
     p.add_argument("--port", type=int, required=True)
     a = p.parse_args()
     torch.set_num_threads(1)
-    SCENARIOS[a.scenario](a)
+    (scenarios or SCENARIOS)[a.scenario](a)
     print("rank %d: %s ok" % (a.rank, a.scenario))
     sys.stdout.flush()
-    os._exit(0)  # not torch's atexit hooks on a broken group
+    if hard_exit:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -561,6 +561,15 @@ const struct loom_config *loom_config(void)
     return &config_cur;
 }
 
+int loom_config_is_set(const char *name)
+{
+    pthread_once(&config_once, config_read);
+    for (size_t i = 0; i < CONFIG_NVARS; i++)
+        if (strcmp(config_vars[i].name, name) == 0)
+            return config_states[i].source != SRC_DEFAULT;
+    return 0;
+}
+
 void loom_config_reset(void)
 {
     pthread_once_t fresh = PTHREAD_ONCE_INIT;

@@ -44,6 +44,10 @@ struct loom_config {
 /* The configuration, read on first use (thread-safe); never NULL. */
 const struct loom_config *loom_config(void);
 
+/* Whether the user set the variable name (environment or file): a value a
+ * caller passes for one communicator yields to it. */
+int loom_config_is_set(const char *name);
+
 /* For tests: forget what was read so the next loom_config() reads again. */
 void loom_config_reset(void);
 

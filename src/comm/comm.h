@@ -91,6 +91,7 @@ struct loom_comm {
     /* the flight recorder: the last LOOM_TRACE_LEN calls (under lock) */
     struct loom_trace_rec trace[LOOM_TRACE_LEN];
     double stall_warn;
+    double bootstrap_timeout;     /* seconds for the rendezvous and set-up   */
 };
 
 /* Record an error on comm (the first one is sticky). The calls on comm

@@ -18,11 +18,13 @@ loom_result_t loom_wait_check(struct loom_wait *w, struct loom_comm *comm,
             comm->blame = blame;
         if (waiting && *waiting)
             loom_comm_set_error(comm, LOOM_ERROR_TIMEOUT,
-                                "%s: no progress for %.0f s (LOOM_TIMEOUT) waiting %s", what,
+                                "%s: no progress for %.0f s (LOOM_TIMEOUT, or the timeout its "
+                                "caller gave) waiting %s", what,
                                 comm->timeout, waiting);
         else
             loom_comm_set_error(comm, LOOM_ERROR_TIMEOUT,
-                                "%s: no progress for %.0f s (LOOM_TIMEOUT)", what,
+                                "%s: no progress for %.0f s (LOOM_TIMEOUT, or the timeout its "
+                                "caller gave)", what,
                                 comm->timeout);
         return LOOM_ERROR_TIMEOUT;
     }

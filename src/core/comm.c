@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,13 +102,21 @@ static int set_desc(struct loom_comm *comm, int r, const char *fmt, ...)
     return 0;
 }
 
-/* Configuration, wake-up fd, position on the ring. */
-static loom_result_t comm_setup(struct loom_comm *comm)
+/* Configuration (opts, when given, where the user has not set the
+ * variable), wake-up fd, position on the ring. */
+static loom_result_t comm_setup(struct loom_comm *comm, const loom_comm_opts_t *opts)
 {
     const struct loom_config *cfg = loom_config();
     comm->chunk_size = cfg->chunk_size ? cfg->chunk_size : 1 << 20;
     comm->spin_us = cfg->spin_us < 0 ? 50 : cfg->spin_us;
     comm->timeout = cfg->timeout;
+    comm->bootstrap_timeout = cfg->bootstrap_timeout;
+    if (opts && opts->timeout > 0) {
+        if (!loom_config_is_set("LOOM_TIMEOUT"))
+            comm->timeout = opts->timeout;
+        if (!loom_config_is_set("LOOM_BOOTSTRAP_TIMEOUT"))
+            comm->bootstrap_timeout = opts->timeout;
+    }
     comm->stall_warn = cfg->stall_warn;
     char err[256];
     enum loom_algo forced[LOOM_OP_KIND_COUNT];
@@ -238,17 +247,16 @@ static loom_result_t comm_finish(struct loom_comm *comm)
 /* The transport parameters of comm. */
 static struct loom_tx_params tx_params(struct loom_comm *comm)
 {
-    const struct loom_config *cfg = loom_config();
     return (struct loom_tx_params){
         .struct_size = sizeof(struct loom_tx_params),
         .rank = comm->rank,
         .nranks = comm->nranks,
         .comm_id = comm->comm_id,
         .local_addr = comm->local_addr,
-        .connect_timeout = cfg->bootstrap_timeout,
+        .connect_timeout = comm->bootstrap_timeout,
         .describe = loom_comm_describe,
         .describe_ctx = comm,
-        .timeout = cfg->timeout,
+        .timeout = comm->timeout,
         .oob = comm->oob,
     };
 }
@@ -336,7 +344,7 @@ static loom_result_t comm_connect(struct loom_comm *comm, const char *root_host,
         .root_host = root_host,
         .root_port = root_port,
         .table_hash = comm->table_hash,
-        .timeout = cfg->bootstrap_timeout,
+        .timeout = comm->bootstrap_timeout,
         .describe = loom_comm_describe,
         .describe_ctx = comm,
     };
@@ -390,27 +398,13 @@ static loom_result_t ranktable_error(const char *path, loom_result_t res,
 }
 
 /* Join the table at path as rank. When the caller was told the job's size
- * (nranks >= 0, from size_from: "the caller's world size",
+ * (nranks > 0, from size_from: "the caller's world size",
  * "OMPI_COMM_WORLD_SIZE=2, from mpirun (Open MPI)"), a table of another
- * size fails before any wait:
- * the ranks it names beyond the job would never come. */
-static loom_result_t comm_init_table(const char *path, int rank, int nranks,
-                                     const char *size_from, loom_comm_t *out);
-
-LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
-                                                loom_comm_t *out)
-{
-    return loom_comm_init_ranktable_size(path, -1, rank, out);
-}
-
-LOOM_API loom_result_t loom_comm_init_ranktable_size(const char *path, int nranks,
-                                                     int rank, loom_comm_t *out)
-{
-    return comm_init_table(path, rank, nranks, "the caller's world size", out);
-}
-
-static loom_result_t comm_init_table(const char *path, int rank, int nranks,
-                                     const char *size_from, loom_comm_t *out)
+ * size fails before any wait: the ranks it names beyond the job would never
+ * come. opts: checked by the caller (struct_size), or NULL. */
+static loom_result_t ranktable_init(const char *path, int rank, int nranks,
+                                    const char *size_from, const loom_comm_opts_t *opts,
+                                    loom_comm_t *out)
 {
     if (!path || !out) {
         loom_set_thread_error("loom_comm_init_ranktable: path and comm must not be NULL");
@@ -428,7 +422,7 @@ static loom_result_t comm_init_table(const char *path, int rank, int nranks,
     loom_diag_free(diag);
     int n = 0;
     loom_ranktable_nranks(rt, &n);
-    if (nranks >= 0 && nranks != n) {
+    if (nranks > 0 && nranks != n) {
         loom_set_thread_error("rank table %s has %d ranks but the job has %d (%s): "
                               "start %d ranks, or give a table of %d", path, n, nranks,
                               size_from, n, nranks);
@@ -483,7 +477,7 @@ static loom_result_t comm_init_table(const char *path, int rank, int nranks,
         loom_rank_info_t me;
         loom_ranktable_rank_info(rt, rank, &me);
         comm->device_id = me.device_id;
-        res = comm_setup(comm);
+        res = comm_setup(comm, opts);
     }
     loom_ranktable_free(rt);
     if (res == LOOM_SUCCESS)
@@ -494,6 +488,38 @@ static loom_result_t comm_init_table(const char *path, int rank, int nranks,
     }
     *out = comm;
     return LOOM_SUCCESS;
+}
+
+/* NULL for NULL; an error for a struct_size this library cannot read. */
+static loom_result_t opts_check(const char *fn, const loom_comm_opts_t *opts)
+{
+    if (opts && opts->struct_size < offsetof(loom_comm_opts_t, nranks) + sizeof(int)) {
+        loom_set_thread_error("%s: opts->struct_size is %zu, expected %zu "
+                              "(sizeof(loom_comm_opts_t))", fn, opts->struct_size,
+                              sizeof(loom_comm_opts_t));
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    if (opts && (opts->timeout < 0 || opts->nranks < 0)) {
+        loom_set_thread_error("%s: opts->timeout (%g) and opts->nranks (%d) must not be "
+                              "negative", fn, opts->timeout, opts->nranks);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
+    return LOOM_SUCCESS;
+}
+
+LOOM_API loom_result_t loom_comm_init_ranktable(const char *path, int rank,
+                                                loom_comm_t *out)
+{
+    return ranktable_init(path, rank, 0, NULL, NULL, out);
+}
+
+LOOM_API loom_result_t loom_comm_init_ranktable_opts(const char *path, int rank,
+                                                     const loom_comm_opts_t *opts,
+                                                     loom_comm_t *out)
+{
+    LOOM_CHECK(opts_check("loom_comm_init_ranktable_opts", opts));
+    return ranktable_init(path, rank, opts ? opts->nranks : 0, "the caller's world size",
+                          opts, out);
 }
 
 /* Parse a decimal int fully; -1 on anything else. */
@@ -515,7 +541,7 @@ static int parse_int(const char *s, int *out)
  * (0 when nothing identifies the job). */
 static loom_result_t comm_init_root(const char *what, const char *host, int port,
                                     int nranks, int rank, uint64_t hash, int lfd,
-                                    loom_comm_t *out)
+                                    const loom_comm_opts_t *opts, loom_comm_t *out)
 {
     struct loom_comm *comm = comm_alloc(rank, nranks);
     if (!comm) {
@@ -538,7 +564,7 @@ static loom_result_t comm_init_root(const char *what, const char *host, int port
             loom_set_thread_error("%s: %s", what, err);
     }
     if (res == LOOM_SUCCESS)
-        res = comm_setup(comm);
+        res = comm_setup(comm, opts);
     if (res == LOOM_SUCCESS) {
         res = comm_connect(comm, host, port, 0, lfd);
         lfd = -1;
@@ -635,7 +661,7 @@ LOOM_API loom_result_t loom_comm_init_url(const char *url, int nranks, int rank,
                               nranks - 1, nranks);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    return comm_init_root(url, host, port, nranks, rank, 0, -1, out);
+    return comm_init_root(url, host, port, nranks, rank, 0, -1, NULL, out);
 }
 
 LOOM_API loom_result_t loom_get_unique_id(loom_unique_id_t *id)
@@ -661,6 +687,19 @@ LOOM_API loom_result_t loom_get_unique_id_toward(const char *host, loom_unique_i
 LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *out, int nranks,
                                            const loom_unique_id_t *id, int rank)
 {
+    return loom_comm_init_rank_opts(out, nranks, id, rank, NULL);
+}
+
+LOOM_API loom_result_t loom_comm_init_rank_opts(loom_comm_t *out, int nranks,
+                                                const loom_unique_id_t *id, int rank,
+                                                const loom_comm_opts_t *opts)
+{
+    LOOM_CHECK(opts_check("loom_comm_init_rank", opts));
+    if (opts && opts->nranks > 0 && opts->nranks != nranks) {
+        loom_set_thread_error("loom_comm_init_rank: nranks %d but opts->nranks %d", nranks,
+                              opts->nranks);
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    }
     if (!out || !id) {
         loom_set_thread_error("loom_comm_init_rank: comm and id must not be NULL");
         return LOOM_ERROR_INVALID_ARGUMENT;
@@ -683,7 +722,7 @@ LOOM_API loom_result_t loom_comm_init_rank(loom_comm_t *out, int nranks,
     snprintf(what, sizeof what, "unique id (rank 0's rendezvous address %s:%d)", host, port);
     /* the nonce stands in for a table hash: ranks of another id are refused */
     int lfd = rank == 0 ? loom_boot_uid_take_listener(port) : -1;
-    return comm_init_root(what, host, port, nranks, rank, nonce, lfd, out);
+    return comm_init_root(what, host, port, nranks, rank, nonce, lfd, opts, out);
 }
 
 LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
@@ -718,7 +757,7 @@ LOOM_API loom_result_t loom_comm_init_env(loom_comm_t *out)
     }
     char from[160];
     snprintf(from, sizeof from, "%s=%d, from %s", l.size_var, l.nranks, l.launcher);
-    return comm_init_table(path, l.rank, l.nranks, from, out);
+    return ranktable_init(path, l.rank, l.nranks, from, NULL, out);
 }
 
 LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
@@ -925,7 +964,11 @@ loom_result_t loom_comm_sub(struct loom_comm *parent, const int *member_ranks, i
     comm->comm_id = comm_id;
     comm->no_shm = no_shm;
     if (res == LOOM_SUCCESS)
-        res = comm_setup(comm);
+        res = comm_setup(comm, NULL);
+    if (res == LOOM_SUCCESS) { /* a child keeps the parent's timeouts */
+        comm->timeout = parent->timeout;
+        comm->bootstrap_timeout = parent->bootstrap_timeout;
+    }
     /* its own namespace of the job's out-of-band service: it meets its
      * members' transports there, on first use */
     if (res == LOOM_SUCCESS)

@@ -133,7 +133,7 @@ static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
 static loom_result_t local_allgather(struct loom_comm *comm, struct loom_shm *s,
                                      uint32_t tag, const void *mine, void *all, size_t len)
 {
-    double timeout = loom_config()->bootstrap_timeout;
+    double timeout = comm->bootstrap_timeout;
     memcpy((char *)all + (size_t)s->me * len, mine, len);
     if (s->me != 0) {
         LOOM_CHECK(loom_oob_send(comm->oob, s->ranks[0], tag, mine, len));

@@ -367,7 +367,8 @@ START_TEST(table_size_checked)
              getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".");
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "600", 1);
     loom_comm_t c = NULL;
-    ck_assert_int_eq(loom_comm_init_ranktable_size(table, 2, 0, &c),
+    loom_comm_opts_t o = {.struct_size = sizeof o, .nranks = 2};
+    ck_assert_int_eq(loom_comm_init_ranktable_opts(table, 0, &o, &c),
                      LOOM_ERROR_INVALID_ARGUMENT);
     const char *msg = loom_get_error_string(NULL);
     ck_assert_msg(strstr(msg, "has 4 ranks but the job has 2 (the caller's world size)"),
@@ -619,6 +620,96 @@ START_TEST(unique_id)
     atomic_init(&sh->ready, 0);
     RUN(3, rank_uid, sh, 30);
     munmap(sh, sizeof *sh);
+}
+END_TEST
+
+/* loom_comm_opts_t: a framework's timeout bounds the rendezvous and each
+ * call; the user's LOOM_BOOTSTRAP_TIMEOUT wins over it; a rank table of
+ * another size than the caller's fails at once. arg: the case. */
+struct opts_case {
+    struct uid_share sh;
+    int which; /* 0: missing rank; 1: late rank; 2: variable wins; 3: table size */
+    char table[256];
+};
+
+static int rank_opts(int rank, int n, void *arg)
+{
+    struct opts_case *oc = arg;
+    loom_comm_opts_t o = {.struct_size = sizeof o, .timeout = 2};
+    unsetenv("LOOM_BOOTSTRAP_TIMEOUT"); /* main's: a variable the user set wins */
+    unsetenv("LOOM_TIMEOUT");
+    if (oc->which == 2) {
+        o.timeout = 600;
+        setenv("LOOM_BOOTSTRAP_TIMEOUT", "2", 1);
+    }
+    if (oc->which == 3) {
+        o.nranks = 2;
+        loom_comm_t c = NULL;
+        double t0 = harness_now();
+        loom_result_t res = loom_comm_init_ranktable_opts(oc->table, rank, &o, &c);
+        const char *msg = loom_get_error_string(NULL);
+        if (res != LOOM_ERROR_INVALID_ARGUMENT || harness_now() - t0 > 5 ||
+            !strstr(msg, "has 4 ranks but the job has 2")) {
+            fprintf(stderr, "rank %d: %s: %s\n", rank, loom_result_string(res), msg);
+            return 10;
+        }
+        return 0;
+    }
+    if (rank == 0) {
+        if (loom_get_unique_id(&oc->sh.id) != LOOM_SUCCESS)
+            return 10;
+        atomic_store(&oc->sh.ready, 1);
+    } else {
+        double until = harness_now() + 20;
+        while (!atomic_load(&oc->sh.ready) && harness_now() < until)
+            usleep(1000);
+    }
+    if (oc->which != 1 && rank == n - 1)
+        return 0; /* never joins */
+    loom_comm_t c = NULL;
+    double t0 = harness_now();
+    loom_result_t res = loom_comm_init_rank_opts(&c, n, &oc->sh.id, rank, &o);
+    double dt = harness_now() - t0;
+    if (oc->which != 1) {
+        if (res != LOOM_ERROR_TIMEOUT || dt > 10) {
+            fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, loom_result_string(res),
+                    dt, loom_get_error_string(NULL));
+            return 11;
+        }
+        return 0;
+    }
+    if (res != LOOM_SUCCESS)
+        return 12;
+    int x = 1;
+    if (rank == 1) {
+        sleep(8); /* late to the barrier */
+        loom_comm_abort(c);
+        loom_comm_destroy(c);
+        return 0;
+    }
+    t0 = harness_now();
+    res = loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, c, NULL);
+    dt = harness_now() - t0;
+    if (res != LOOM_ERROR_TIMEOUT || dt > 7) {
+        fprintf(stderr, "rank 0: %s after %.1f s: %s\n", loom_result_string(res), dt,
+                loom_get_error_string(c));
+        return 13;
+    }
+    loom_comm_destroy(c);
+    return 0;
+}
+
+START_TEST(opts_timeout_and_size)
+{
+    struct opts_case *oc = mmap(NULL, sizeof *oc, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(oc, MAP_FAILED);
+    oc->which = _i;
+    snprintf(oc->table, sizeof oc->table, "%s/etc/ranktables/single-4.json",
+             getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".");
+    atomic_init(&oc->sh.ready, 0);
+    RUN(oc->which == 3 ? 2 : oc->which == 1 ? 2 : 3, rank_opts, oc, 40);
+    munmap(oc, sizeof *oc);
 }
 END_TEST
 
@@ -913,6 +1004,7 @@ int main(void)
     tcase_add_test(tc, unique_id);
     tcase_add_test(tc, unique_id_toward_rendezvous);
     tcase_add_test(tc, table_size_checked);
+    tcase_add_loop_test(tc, opts_timeout_and_size, 0, 4);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, mismatched_calls_named);
     tcase_add_loop_test(tc, mismatched_calls_named_network, 0, 3);

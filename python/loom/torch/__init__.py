@@ -9,7 +9,17 @@ a Loom unique id there), so every init method and new_group work. With
 LOOM_RANK_TABLE or RANK_TABLE_FILE set, the default group is built from that
 rank table instead (as torch_npu's HCCL backend does). Tensors are CPU tensors
 (CUDA tensors where the build found a CUDA torch and Loom's CUDA adapter:
-``loom.torch.with_cuda``).
+``loom.torch.with_cuda``). On torch >= 2.0 Loom is a c10d Backend registered
+for those devices; on torch 1.13 a ProcessGroup.
+
+Timeouts: ``init_process_group(timeout=...)`` (and ``new_group``'s) bounds the
+group's rendezvous and each of its calls' wait for its peers, as gloo's does;
+LOOM_BOOTSTRAP_TIMEOUT and LOOM_TIMEOUT, where the user sets them, win. A
+``Work.wait(timeout)`` that expires raises; the call stays in flight (the
+group's timeout still bounds it) and the group, when destroyed, aborts it
+instead of waiting, so the process can exit. ``abort(group)`` fails every
+pending and later call of a group at once; ``shutdown(group)`` waits for its
+pending calls, then aborts it.
 """
 import os
 
@@ -47,5 +57,28 @@ def _create(store, rank, size, timeout):
     return _c10d.create_process_group(store, rank, size, timeout, table)
 
 
+def _backend(group):
+    """The Loom object behind group (None: the default group)."""
+    group = group if group is not None else dist.distributed_c10d._get_default_group()
+    if _c10d.backend_api:
+        return group._get_backend(torch.device("cpu"))
+    return group
+
+
+def abort(group=None):
+    """Every pending and later call of group (default: the default group)
+    fails at once; destroy it afterwards."""
+    _c10d.abort(_backend(group))
+
+
+def shutdown(group=None):
+    """Wait for group's pending calls (bounded by its timeout), then abort it."""
+    _c10d.shutdown(_backend(group))
+
+
 if "LOOM" not in dist.Backend._plugins:
-    dist.Backend.register_backend("loom", _create)
+    if _c10d.backend_api:
+        dist.Backend.register_backend(
+            "loom", _create, devices=["cpu", "cuda"] if with_cuda else ["cpu"])
+    else:
+        dist.Backend.register_backend("loom", _create)
