@@ -56,7 +56,7 @@ installcheck-local:
 # Section 3: the C API, one page per family of calls (loom.3 lists them).
 MAN3_PAGES = man/loom.3 man/loom_comm_init.3 man/loom_comm.3 \
 	man/loom_allreduce.3 man/loom_send.3 man/loom_stream.3 \
-	man/loom_redop.3 man/loom_ranktable.3
+	man/loom_redop.3 man/loom_ranktable.3 man/loom_comm_shrink.3
 dist_man_MANS += $(MAN3_PAGES)
 MAN3_CHECK = $(MAN3_PAGES:man/%=man3/%)
 
