@@ -53,3 +53,10 @@ EXTRA_DIST += tests/integration/test_launch.sh
 # Layers point down only: an include or a call that points up fails.
 TESTS += scripts/check-layers
 EXTRA_DIST += scripts/check-layers
+
+# torch's own distributed suite on gloo and loom (tests/torch/dist_suite.py):
+# make check runs check_suite.sh's bounded part; run_suite.sh is the whole.
+EXTRA_DIST += tests/torch/dist_suite.py tests/torch/check_suite.sh tests/torch/run_suite.sh
+if HAVE_TORCH
+TESTS += tests/torch/check_suite.sh
+endif
