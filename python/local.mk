@@ -89,3 +89,10 @@ endif
 # the backend) torch.
 TESTS += python/tests/run.sh
 AM_TESTS_ENVIRONMENT += PYTHON3='$(PYTHON3)'; export PYTHON3;
+
+# pip's way in (setup.py): staged `make install`, then `pip install --target`
+# of a copy of python/ found through pkg-config, imported from elsewhere.
+EXTRA_DIST += python/setup.py python/pyproject.toml python/tests/install.sh
+if HAVE_PYTHON
+TESTS += python/tests/install.sh
+endif

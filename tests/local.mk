@@ -61,3 +61,10 @@ tests_integration_shrink_job_SOURCES = tests/integration/shrink_job.c
 tests_integration_shrink_job_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_shrink.sh
 EXTRA_DIST += tests/integration/test_shrink.sh
+
+# torch's own distributed suite on gloo and loom (tests/torch/dist_suite.py):
+# make check runs check_suite.sh's bounded part; run_suite.sh is the whole.
+EXTRA_DIST += tests/torch/dist_suite.py tests/torch/check_suite.sh tests/torch/run_suite.sh
+if HAVE_TORCH
+TESTS += tests/torch/check_suite.sh
+endif

@@ -153,7 +153,9 @@ struct probe_group *probe_groups(const struct probe *p, int *count)
 {
     int ns = p->nservers, cap = ns + ns * (ns - 1) / 2;
     struct probe_group *g = calloc((size_t)(cap ? cap : 1), sizeof *g);
-    int *idx = malloc((size_t)ns * (size_t)ns * sizeof *idx);
+    /* zeroed: the loop below fills only the upper triangle (a <= b), and GCC
+     * 14 cannot see that groups_pass reads nothing else */
+    int *idx = calloc((size_t)(ns ? ns * ns : 1), sizeof *idx);
     int *size = calloc((size_t)(ns ? ns : 1), sizeof *size);
     size_t *off = calloc((size_t)(cap ? cap : 1), sizeof *off);
     size_t pairs = (size_t)p->n * (size_t)(p->n - 1) / 2 + 1;

@@ -239,7 +239,10 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
             ok = 0;
     int cma = ok && !loom_shm_test_no_cma && probe_cma(s, all);
     int32_t flags[2] = {ok, cma};
-    int32_t *each = calloc((size_t)s->n, sizeof flags);
+    /* s->n counts this rank, so is at least 1; said here for GCC 14, whose
+     * -Walloc-size-larger-than cannot see it */
+    size_t nlocal = s->n > 0 ? (size_t)s->n : 1;
+    int32_t *each = calloc(nlocal, sizeof flags);
     if (!each) {
         res = LOOM_ERROR_NO_MEMORY;
         goto out;

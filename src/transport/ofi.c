@@ -107,8 +107,10 @@ static struct fi_info *hints_new(const char *prov)
     h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                               FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
-    h->tx_attr->msg_order = FI_ORDER_NONE;
-    h->rx_attr->msg_order = FI_ORDER_NONE;
+    /* no ordering asked for: 0, which libfabric 1.x calls FI_ORDER_NONE
+     * (deprecated in 2.x, where using the name draws a warning) */
+    h->tx_attr->msg_order = 0;
+    h->rx_attr->msg_order = 0;
     if (prov && *prov && !(h->fabric_attr->prov_name = strdup(prov))) {
         loom_fi.freeinfo(h);
         return NULL;
