@@ -25,7 +25,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 level=${1:-check}
 root=${LOOM_TRIXIE_ROOT:-/var/cache/loom/trixie-root}
-PKGS="python3-torch libtorch-dev g++ make autoconf automake libtool pkg-config \
+PKGS="python3-torch libtorch-dev pybind11-dev g++ make autoconf automake libtool pkg-config \
 libcjson-dev libssl-dev check libfabric-dev libibverbs-dev python3-numpy python3-pytest \
 python3-setuptools python3-dev python3-pip git ca-certificates iproute2 procps gnuplot-nox file"
 start=$(date +%s)
