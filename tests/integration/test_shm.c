@@ -46,7 +46,9 @@ struct cfg {
     atomic_int *passed;  /* kill test (harness_counter_new): how many
                             have returned from call 4, the last one
                             before the kill                             */
-    int later;           /* late failure test: the flag names a later call */
+    int later;           /* late failure test: the flag names a later call;
+                            mismatch test: another kind, not count    */
+    int abort_kind;      /* abort test: K_ALLREDUCE, K_BROADCAST, K_REDUCE */
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
@@ -251,22 +253,9 @@ static int late_rank(int rank, int n, void *arg)
     return fails ? 1 : 0;
 }
 
-/* A further communicator in the same run, on ports of its own (a
- * bootstrap on the last one's ports could meet its leftovers). */
-static loom_result_t rejoin(const struct cfg *c, int rank, int i, loom_comm_t *comm)
-{
-    static int base;
-    char pb[16];
-    if (!base)
-        base = atoi(getenv("LOOM_PORT_BASE"));
-    snprintf(pb, sizeof pb, "%d", base + 16 * i);
-    setenv("LOOM_PORT_BASE", pb, 1);
-    return join(c, rank, comm);
-}
-
 /* One large allreduce (push or read path) or small one (copy path) where
- * rank 0 asks for more elements than the others: every rank fails naming
- * both calls. Then a broadcast against an allreduce. */
+ * rank 0 asks for more elements than the others (or, with c->later, rank
+ * 1 calls broadcast): every rank fails naming both calls. */
 static int mismatch_rank(int rank, int n, void *arg)
 {
     const struct cfg *c = arg;
@@ -278,28 +267,34 @@ static int mismatch_rank(int rank, int n, void *arg)
     float *x = calloc(count + 8, sizeof *x);
     if (!x)
         return 1;
-    loom_result_t res = loom_allreduce(x, x, mine, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
-    const char *msg = loom_get_error_string(comm);
-    char a[32], b[32];
-    snprintf(a, sizeof a, "(float32, %llu,", (unsigned long long)count);
-    snprintf(b, sizeof b, "(float32, %llu,", (unsigned long long)count + 8);
-    /* rank 0 differs from every peer; a peer may hear of it from another
-     * peer first, which names rank 0 */
-    int named = res == LOOM_ERROR_MISMATCH && strstr(msg, "collective calls differ") &&
+    loom_result_t res;
+    const char *msg;
+    int named;
+    if (!c->later) {
+        res = loom_allreduce(x, x, mine, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+        msg = loom_get_error_string(comm);
+        char a[32], b[32];
+        snprintf(a, sizeof a, "(float32, %llu,", (unsigned long long)count);
+        snprintf(b, sizeof b, "(float32, %llu,", (unsigned long long)count + 8);
+        /* rank 0 differs from every peer; a peer may hear of it from
+         * another peer first, which names rank 0 */
+        named = res == LOOM_ERROR_MISMATCH && strstr(msg, "collective calls differ") &&
                 strstr(msg, a) && strstr(msg, b);
-    if (!named && (rank == 0 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 0 ")))
-        FAIL("allreduce of %llu against %llu: %s: %s", (unsigned long long)mine,
-             (unsigned long long)(rank == 0 ? count : count + 8), loom_result_string(res),
-             msg);
-    loom_comm_destroy(comm);
-    if (rejoin(c, rank, 1, &comm) != LOOM_SUCCESS)
-        return 1;
-    res = rank == 1 ? loom_broadcast(x, count, LOOM_FLOAT32, 0, comm, NULL)
-                    : loom_allreduce(x, x, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
-    msg = loom_get_error_string(comm);
-    named = res == LOOM_ERROR_MISMATCH && strstr(msg, "allreduce(") && strstr(msg, "broadcast(");
-    if (!named && (rank == 1 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 1 ")))
-        FAIL("broadcast against allreduce: %s: %s", loom_result_string(res), msg);
+        if (!named &&
+            (rank == 0 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 0 ")))
+            FAIL("allreduce of %llu against %llu: %s: %s", (unsigned long long)mine,
+                 (unsigned long long)(rank == 0 ? count : count + 8),
+                 loom_result_string(res), msg);
+    } else {
+        res = rank == 1 ? loom_broadcast(x, count, LOOM_FLOAT32, 0, comm, NULL)
+                        : loom_allreduce(x, x, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+        msg = loom_get_error_string(comm);
+        named = res == LOOM_ERROR_MISMATCH && strstr(msg, "allreduce(") &&
+                strstr(msg, "broadcast(");
+        if (!named &&
+            (rank == 1 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 1 ")))
+            FAIL("broadcast against allreduce: %s: %s", loom_result_string(res), msg);
+    }
     free(x);
     loom_comm_destroy(comm);
     return fails ? 1 : 0;
@@ -319,47 +314,45 @@ static void *abort_later(void *arg)
 }
 
 /* Rank 0 aborts its communicator from another thread while it waits in a
- * collective that rank 1 joins late: rank 0 fails with ABORTED, the others
- * fail naming rank 0, all within seconds. Per kind of the large paths. */
+ * collective (c->abort_kind: allreduce, broadcast or reduce) that rank 1
+ * joins late: rank 0 fails with ABORTED, the others fail naming rank 0,
+ * all within seconds. */
 static int abort_rank(int rank, int n, void *arg)
 {
     const struct cfg *c = arg;
-    int kinds[] = {K_ALLREDUCE, K_BROADCAST, K_REDUCE};
+    int kind = c->abort_kind;
     const uint64_t count = 1 << 18;
     float *x = calloc(count, sizeof *x), *y = calloc(count, sizeof *y);
     if (!x || !y)
         return 1;
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        loom_comm_t comm;
-        if (rejoin(c, rank, (int)i, &comm) != LOOM_SUCCESS)
-            return 1;
-        pthread_t th;
-        struct aborter ab = {comm};
-        if (rank == 0 && pthread_create(&th, NULL, abort_later, &ab) != 0)
-            return 1;
-        if (rank == 1) {
-            struct timespec ts = {1, 0};
-            nanosleep(&ts, NULL);
-        }
-        double t0 = harness_now();
-        loom_result_t res =
-            kinds[i] == K_ALLREDUCE ? loom_allreduce(x, y, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
-            : kinds[i] == K_BROADCAST ? loom_broadcast(x, count, LOOM_FLOAT32, 2 % n, comm, NULL)
-                                      : loom_reduce(x, y, count, LOOM_FLOAT32, LOOM_SUM, 2 % n,
-                                                    comm, NULL);
-        double dt = harness_now() - t0;
-        const char *msg = loom_get_error_string(comm);
-        if (rank == 0 && res != LOOM_ERROR_ABORTED)
-            FAIL("%s: aborted, but %s: %s", kname[kinds[i]], loom_result_string(res), msg);
-        else if (rank != 0 && (res == LOOM_SUCCESS || !strstr(msg, "rank 0 ")))
-            FAIL("%s: rank 0 aborted, but %s: %s", kname[kinds[i]], loom_result_string(res),
-                 msg);
-        else if (dt > 10.0)
-            FAIL("%s: the error took %.1f s", kname[kinds[i]], dt);
-        if (rank == 0)
-            pthread_join(th, NULL);
-        loom_comm_destroy(comm);
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    pthread_t th;
+    struct aborter ab = {comm};
+    if (rank == 0 && pthread_create(&th, NULL, abort_later, &ab) != 0)
+        return 1;
+    if (rank == 1) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
     }
+    double t0 = harness_now();
+    loom_result_t res =
+        kind == K_ALLREDUCE   ? loom_allreduce(x, y, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
+        : kind == K_BROADCAST ? loom_broadcast(x, count, LOOM_FLOAT32, 2 % n, comm, NULL)
+                              : loom_reduce(x, y, count, LOOM_FLOAT32, LOOM_SUM, 2 % n, comm,
+                                            NULL);
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (rank == 0 && res != LOOM_ERROR_ABORTED)
+        FAIL("%s: aborted, but %s: %s", kname[kind], loom_result_string(res), msg);
+    else if (rank != 0 && (res == LOOM_SUCCESS || !strstr(msg, "rank 0 ")))
+        FAIL("%s: rank 0 aborted, but %s: %s", kname[kind], loom_result_string(res), msg);
+    else if (dt > 10.0)
+        FAIL("%s: the error took %.1f s", kname[kind], dt);
+    if (rank == 0)
+        pthread_join(th, NULL);
+    loom_comm_destroy(comm);
     free(x);
     free(y);
     return fails ? 1 : 0;
@@ -466,10 +459,17 @@ int main(void)
         c = (struct cfg){.table = single, .expect = "shm", .no_cma = p, .path = paths[p]};
         snprintf(name, sizeof name, "matrix %s", pnames[p]);
         failed |= run(name, 4, matrix_rank, &c);
-        snprintf(name, sizeof name, "mismatch %s", pnames[p]);
+        snprintf(name, sizeof name, "mismatch %s: count", pnames[p]);
         failed |= run(name, 4, mismatch_rank, &c);
-        snprintf(name, sizeof name, "abort %s", pnames[p]);
-        failed |= run(name, 4, abort_rank, &c);
+        c.later = 1;
+        snprintf(name, sizeof name, "mismatch %s: kind", pnames[p]);
+        failed |= run(name, 4, mismatch_rank, &c);
+        c.later = 0;
+        for (int k = 0; k < 3; k++) {
+            c.abort_kind = (int[]){K_ALLREDUCE, K_BROADCAST, K_REDUCE}[k];
+            snprintf(name, sizeof name, "abort %s: %s", pnames[p], kname[c.abort_kind]);
+            failed |= run(name, 4, abort_rank, &c);
+        }
     }
     c = (struct cfg){.table = eight};
     failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
