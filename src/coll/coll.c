@@ -141,7 +141,7 @@ enum loom_algo loom_coll_select(const struct loom_comm *comm,
     if (loom_hier_usable(comm, op))
         return LOOM_ALGO_HIER;
     int forced = comm->algo_forced[op->kind];
-    if (forced != LOOM_ALGO_AUTO && forced != LOOM_ALGO_SHM && forced != LOOM_ALGO_HIER)
+    if (forced != LOOM_ALGO_AUTO && !loom_algo_is_shm(forced) && forced != LOOM_ALGO_HIER)
         return (enum loom_algo)forced;
     return loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
                           comm->nranks);
@@ -188,7 +188,7 @@ static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op)
         if (handled)
             return sres;
     }
-    if (a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER) /* forced where it cannot run */
+    if (loom_algo_is_shm(a) || a == LOOM_ALGO_HIER) /* forced where it cannot run */
         a = loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
                            comm->nranks);
     LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s, %d ranks",

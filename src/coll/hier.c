@@ -32,7 +32,7 @@ int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op)
         op->kind != LOOM_OP_ALLGATHER)
         return 0;
     int a = comm->algo_forced[op->kind];
-    return a == LOOM_ALGO_AUTO || a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER;
+    return a == LOOM_ALGO_AUTO || loom_algo_is_shm(a) || a == LOOM_ALGO_HIER;
 }
 
 /* A network step over hier_sub; a failure is named on comm too. */

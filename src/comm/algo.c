@@ -14,6 +14,8 @@ static const char *const algo_names[] = {
     [LOOM_ALGO_TREE] = "tree",         [LOOM_ALGO_RHD] = "rhd",
     [LOOM_ALGO_BRUCK] = "bruck",       [LOOM_ALGO_SCATTER_ALLGATHER] = "scatter_allgather",
     [LOOM_ALGO_SHM] = "shm",           [LOOM_ALGO_HIER] = "hier",
+    [LOOM_ALGO_SHM_COPY] = "shm_copy", [LOOM_ALGO_SHM_READ] = "shm_read",
+    [LOOM_ALGO_SHM_PUSH] = "shm_push",
 };
 
 const char *loom_algo_name(enum loom_algo algo)
@@ -26,7 +28,7 @@ const char *loom_algo_name(enum loom_algo algo)
 /* Which algorithms serve which collective. */
 int loom_algo_serves(enum loom_algo a, enum loom_op_kind k)
 {
-    if (a == LOOM_ALGO_SHM)
+    if (loom_algo_is_shm(a))
         return (unsigned)k <= LOOM_OP_BARRIER; /* the shared-memory engine's */
     if (a == LOOM_ALGO_HIER)
         return k == LOOM_OP_ALLREDUCE || k == LOOM_OP_BROADCAST || k == LOOM_OP_ALLGATHER;

@@ -21,8 +21,18 @@ enum loom_algo {
     LOOM_ALGO_SCATTER_ALLGATHER, /* broadcast: scatter + ring allgather    */
     LOOM_ALGO_SHM,        /* every collective, one server, shared memory  */
     LOOM_ALGO_HIER,       /* allreduce: shm inside servers, network across */
+    LOOM_ALGO_SHM_COPY,   /* shm, forced through the segment's slots       */
+    LOOM_ALGO_SHM_READ,   /* shm, forced to ranks reading their peers      */
+    LOOM_ALGO_SHM_PUSH,   /* shm, forced to the evenly split read and write */
     LOOM_ALGO_COUNT
 };
+
+/* The shared-memory engine, whichever way it moves the data. */
+static inline int loom_algo_is_shm(int algo)
+{
+    return algo == LOOM_ALGO_SHM || algo == LOOM_ALGO_SHM_COPY ||
+           algo == LOOM_ALGO_SHM_READ || algo == LOOM_ALGO_SHM_PUSH;
+}
 
 const char *loom_algo_name(enum loom_algo algo);
 

@@ -10,7 +10,7 @@
 #include "shm_priv.h"
 #include "util.h"
 
-static void publish(struct loom_shm *s, const void *send, const void *recv)
+void loom_shm_publish(struct loom_shm *s, const void *send, const void *recv)
 {
     struct loom_shm_ctrl *c = &s->ctrl[s->me];
     c->sendbuf = (uint64_t)(uintptr_t)send;
@@ -18,10 +18,8 @@ static void publish(struct loom_shm *s, const void *send, const void *recv)
     loom_shm_bump(s); /* release: the addresses are visible with the epoch */
 }
 
-/* Reduce elements [off, off+len) of every local rank's sendbuf into dst
- * (dst[0..len)), reading peers through tmp, one chunk at a time. mine is
- * this rank's own input for that range. */
-static loom_result_t reduce_range(struct loom_shm_ctx *x, char *dst, const char *mine,
+/* Reads peers through s->tmp (see shm_priv.h). */
+loom_result_t loom_shm_reduce_range(struct loom_shm_ctx *x, char *dst, const char *mine,
                                   uint64_t off, uint64_t len)
 {
     struct loom_shm *s = x->s;
@@ -61,13 +59,13 @@ loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, const struct loom_s
     const char *send = op->sendbuf;
     char *recv = op->recvbuf;
     uint32_t e = s->epoch;
-    publish(s, send, recv);
+    loom_shm_publish(s, send, recv);
     loom_result_t res = loom_shm_wait_all(x, e + 1);
     if (res < 0)
         return res;
     uint64_t off, len;
     loom_shm_slice(op->count, s->n, s->me, &off, &len);
-    res = reduce_range(x, recv + off * es, send + off * es, off, len);
+    res = loom_shm_reduce_range(x, recv + off * es, send + off * es, off, len);
     if (res < 0)
         return res;
     if (mid) {
@@ -100,7 +98,7 @@ loom_result_t loom_shm_cma_allgather(struct loom_shm_ctx *x)
     size_t block = (size_t)op->count * loom_dtype_size(op->dtype);
     char *recv = op->recvbuf;
     uint32_t e = s->epoch;
-    publish(s, op->sendbuf, recv);
+    loom_shm_publish(s, op->sendbuf, recv);
     /* group rank k is comm rank ranks[k]: blocks go by comm rank */
     char *mine = recv + (size_t)s->ranks[s->me] * block;
     if ((const char *)op->sendbuf != mine)
@@ -118,9 +116,7 @@ loom_result_t loom_shm_cma_allgather(struct loom_shm_ctx *x)
     return loom_shm_wait_all(x, e + 2);
 }
 
-/* Local index of comm rank r (the group is the whole communicator when
- * these run, but keep the mapping explicit). */
-static int local_of(const struct loom_shm *s, int r)
+int loom_shm_local_of(const struct loom_shm *s, int r)
 {
     for (int k = 0; k < s->n; k++)
         if (s->ranks[k] == r)
@@ -133,9 +129,9 @@ loom_result_t loom_shm_cma_broadcast(struct loom_shm_ctx *x)
     struct loom_shm *s = x->s;
     const struct loom_op *op = x->op;
     size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
-    int root = local_of(s, op->root);
+    int root = loom_shm_local_of(s, op->root);
     uint32_t e = s->epoch;
-    publish(s, op->sendbuf, op->recvbuf);
+    loom_shm_publish(s, op->sendbuf, op->recvbuf);
     loom_result_t res;
     if (s->me != root) {
         res = loom_shm_wait(x, root, e + 1);
@@ -155,10 +151,10 @@ loom_result_t loom_shm_cma_reduce_scatter(struct loom_shm_ctx *x)
     size_t es = loom_dtype_size(op->dtype);
     uint64_t off = (uint64_t)s->ranks[s->me] * op->count;
     uint32_t e = s->epoch;
-    publish(s, op->sendbuf, op->recvbuf);
+    loom_shm_publish(s, op->sendbuf, op->recvbuf);
     loom_result_t res = loom_shm_wait_all(x, e + 1);
     if (res == LOOM_SUCCESS)
-        res = reduce_range(x, op->recvbuf, (const char *)op->sendbuf + off * es, off,
+        res = loom_shm_reduce_range(x, op->recvbuf, (const char *)op->sendbuf + off * es, off,
                            op->count);
     if (res < 0)
         return res;
@@ -173,14 +169,14 @@ loom_result_t loom_shm_cma_reduce(struct loom_shm_ctx *x)
 {
     struct loom_shm *s = x->s;
     const struct loom_op *op = x->op;
-    int root = local_of(s, op->root);
+    int root = loom_shm_local_of(s, op->root);
     uint32_t e = s->epoch;
-    publish(s, op->sendbuf, op->recvbuf);
+    loom_shm_publish(s, op->sendbuf, op->recvbuf);
     loom_result_t res;
     if (s->me == root) {
         res = loom_shm_wait_all(x, e + 1);
         if (res == LOOM_SUCCESS)
-            res = reduce_range(x, op->recvbuf, op->sendbuf, 0, op->count);
+            res = loom_shm_reduce_range(x, op->recvbuf, op->sendbuf, 0, op->count);
         if (res < 0)
             return res;
         if (op->op == LOOM_AVG)

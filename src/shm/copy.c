@@ -117,21 +117,13 @@ loom_result_t loom_shm_copy_allgather(struct loom_shm_ctx *x)
     return LOOM_SUCCESS;
 }
 
-static int local_of(const struct loom_shm *s, int r)
-{
-    for (int k = 0; k < s->n; k++)
-        if (s->ranks[k] == r)
-            return k;
-    return -1;
-}
-
 loom_result_t loom_shm_copy_broadcast(struct loom_shm_ctx *x)
 {
     struct loom_shm *s = x->s;
     const struct loom_op *op = x->op;
     size_t es = loom_dtype_size(op->dtype);
     uint64_t per = s->slot_bytes / es;
-    int root = local_of(s, op->root);
+    int root = loom_shm_local_of(s, op->root);
     char *buf = op->recvbuf;
     for (uint64_t off = 0; off < op->count; off += per) {
         size_t b = (size_t)(op->count - off < per ? op->count - off : per) * es;
@@ -183,7 +175,7 @@ loom_result_t loom_shm_copy_reduce(struct loom_shm_ctx *x)
     loom_reduce_fn fn = loom_reduce_get(op->dtype, op->op);
     uint64_t per = s->slot_bytes / es;
     const char *send = op->sendbuf;
-    int root = local_of(s, op->root);
+    int root = loom_shm_local_of(s, op->root);
     for (uint64_t off = 0; off < op->count; off += per) {
         uint64_t cnt = op->count - off < per ? op->count - off : per;
         memcpy(loom_shm_slot(s, s->me, s->epoch + 1), send + off * es, (size_t)cnt * es);

@@ -52,6 +52,7 @@ static void shm_free(struct loom_shm *s)
     free(s->grank);
     free(s->pids);
     free(s->tmp);
+    free(s->out);
     free(s);
 }
 
@@ -105,11 +106,14 @@ static int seg_map(struct loom_shm *s, int fd, int init)
     return 0;
 }
 
-/* Can we read each local peer's memory? (yama's ptrace_scope, containers
- * and seccomp may say no; then the two-copy path is used.) all[k] is local
- * rank k's hello. */
+/* Can we read each local peer's memory, and write it? (yama's
+ * ptrace_scope, containers and seccomp may say no; then the two-copy path
+ * is used, or reads only.) all[k] is local rank k's hello. Returns 0 (two
+ * copies), 1 (process_vm_readv) or 2 (process_vm_writev as well). The
+ * write puts the value the word already holds. */
 static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
 {
+    int level = 2;
     for (int k = 0; k < s->n; k++) {
         if (k == s->me)
             continue;
@@ -123,8 +127,13 @@ static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
                       "two copies", (int)s->pids[k], n < 0 ? strerror(errno) : "short read");
             return 0;
         }
+        if (level == 2 && process_vm_writev(s->pids[k], &l, 1, &r, 1, 0) != (ssize_t)sizeof got) {
+            LOOM_INFO(LOOM_SUB_INIT, "shm: process_vm_writev to pid %d: %s; peers read "
+                      "only", (int)s->pids[k], strerror(errno));
+            level = 1;
+        }
     }
-    return 1;
+    return level;
 }
 
 /* Gather len bytes from every local rank at the leader and hand the whole
@@ -237,7 +246,9 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
     for (int k = 0; k < s->n && ok; k++)
         if (k != s->me && loom_shm_pid_gone(s->pids[k]))
             ok = 0;
-    int cma = ok && !loom_shm_test_no_cma && probe_cma(s, all);
+    int cma = ok && loom_shm_test_no_cma != 1 ? probe_cma(s, all) : 0;
+    if (loom_shm_test_no_cma == 2 && cma > 1)
+        cma = 1;
     int32_t flags[2] = {ok, cma};
     /* s->n counts this rank, so is at least 1; said here for GCC 14, whose
      * -Walloc-size-larger-than cannot see it */
@@ -260,7 +271,8 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
         res = agree(comm, flags);
     if (res == LOOM_SUCCESS) {
         *ok_out = flags[0];
-        s->cma = flags[1];
+        s->cma = flags[1] > 0;
+        s->push = flags[1] > 1;
     }
 out:
     if (method == 1 && leader && fd >= 0)
@@ -350,8 +362,8 @@ loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
         return LOOM_ERROR_NO_MEMORY;
     s->ranks = calloc((size_t)comm->nranks, sizeof *s->ranks);
     s->pids = calloc((size_t)comm->nranks, sizeof *s->pids);
-    if (!s->ranks || !s->pids || posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK)) {
-        s->tmp = NULL;
+    if (!s->ranks || !s->pids || posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||
+        posix_memalign((void **)&s->out, 64, LOOM_SHM_CHUNK)) {
         shm_free(s);
         return LOOM_ERROR_NO_MEMORY;
     }
@@ -401,7 +413,9 @@ loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
     comm->shm = s;
     LOOM_INFO(LOOM_SUB_INIT, "rank %d: shared memory with %d local ranks (local index %d "
               "of server %d/%d), %s%s", comm->rank, s->n, s->me, s->group, s->ngroups,
-              s->cma ? "single copy (process_vm_readv)" : "two copies",
+              s->push  ? "single copy (process_vm_readv and process_vm_writev)"
+              : s->cma ? "single copy (process_vm_readv)"
+                       : "two copies",
               s->ngroups > 1 ? ", hierarchical algorithms across servers" : "");
     return LOOM_SUCCESS;
 }

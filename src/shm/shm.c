@@ -12,7 +12,38 @@
 static int forced(const struct loom_comm *comm, const struct loom_op *op)
 {
     int a = comm->algo_forced[op->kind];
-    return a == LOOM_ALGO_AUTO ? 0 : a == LOOM_ALGO_SHM || a == LOOM_ALGO_HIER ? 1 : -1;
+    return a == LOOM_ALGO_AUTO ? 0 : loom_algo_is_shm(a) || a == LOOM_ALGO_HIER ? 1 : -1;
+}
+
+enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct loom_shm *s,
+                                    const struct loom_op *op)
+{
+    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
+    /* the kinds where ranks share the work only by writing into peers */
+    int pushes = op->kind == LOOM_OP_ALLREDUCE || op->kind == LOOM_OP_BROADCAST ||
+                 op->kind == LOOM_OP_REDUCE;
+    enum loom_shm_path best = s->push && pushes ? LOOM_SHM_PATH_PUSH
+                              : s->cma          ? LOOM_SHM_PATH_READ
+                                                : LOOM_SHM_PATH_COPY;
+    /* an allreduce slice per rank needs an element per rank */
+    if (op->kind == LOOM_OP_BARRIER ||
+        (op->kind == LOOM_OP_ALLREDUCE && op->count < (uint64_t)s->n))
+        return LOOM_SHM_PATH_COPY;
+    switch (comm->algo_forced[op->kind]) {
+    case LOOM_ALGO_SHM_COPY: return LOOM_SHM_PATH_COPY;
+    case LOOM_ALGO_SHM_READ: return s->cma ? LOOM_SHM_PATH_READ : LOOM_SHM_PATH_COPY;
+    case LOOM_ALGO_SHM_PUSH: return best;
+    default: break;
+    }
+    /* small: one step through the slots, no system call */
+    return bytes <= LOOM_SHM_SMALL ? LOOM_SHM_PATH_COPY : best;
+}
+
+const char *loom_shm_path_name(const struct loom_comm *comm, const struct loom_op *op)
+{
+    static const char *const names[] = {"copy", "read", "push"};
+    const struct loom_shm *s = comm->shm;
+    return s ? names[loom_shm_path_of(comm, s, op)] : NULL;
 }
 
 int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op)
@@ -87,11 +118,11 @@ loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
     struct loom_shm *s = comm->shm;
     loom_shm_publish_call(s, op);
     struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op, .start = s->epoch};
-    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
-    /* a slice per rank needs enough elements to be worth a phase */
-    if (s->cma && bytes > LOOM_SHM_SMALL && op->count >= (uint64_t)s->n)
-        return loom_shm_cma_allreduce(&x, mid);
-    return loom_shm_copy_allreduce(&x, mid);
+    switch (loom_shm_path_of(comm, s, op)) {
+    case LOOM_SHM_PATH_PUSH: return loom_shm_push_allreduce(&x, mid);
+    case LOOM_SHM_PATH_READ: return loom_shm_cma_allreduce(&x, mid);
+    default: return loom_shm_copy_allreduce(&x, mid);
+    }
 }
 
 /* The engine for op among this server's ranks. */
@@ -99,25 +130,25 @@ static loom_result_t run_engine(struct loom_comm *comm, struct loom_shm *s,
                                 struct loom_op *op)
 {
     struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op, .start = s->epoch};
-    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
-    int cma = s->cma;
+    enum loom_shm_path path = loom_shm_path_of(comm, s, op);
+    int push = path == LOOM_SHM_PATH_PUSH, read = path == LOOM_SHM_PATH_READ;
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE:
-        if (cma && bytes > LOOM_SHM_SMALL && op->count >= (uint64_t)s->n)
-            return loom_shm_cma_allreduce(&x, NULL);
-        return loom_shm_copy_allreduce(&x, NULL);
+        return push   ? loom_shm_push_allreduce(&x, NULL)
+               : read ? loom_shm_cma_allreduce(&x, NULL)
+                      : loom_shm_copy_allreduce(&x, NULL);
     case LOOM_OP_ALLGATHER:
-        return cma && bytes > LOOM_SHM_SMALL ? loom_shm_cma_allgather(&x)
-                                             : loom_shm_copy_allgather(&x);
+        return read ? loom_shm_cma_allgather(&x) : loom_shm_copy_allgather(&x);
     case LOOM_OP_BROADCAST:
-        return cma && bytes > LOOM_SHM_SMALL ? loom_shm_cma_broadcast(&x)
-                                             : loom_shm_copy_broadcast(&x);
+        return push   ? loom_shm_push_broadcast(&x)
+               : read ? loom_shm_cma_broadcast(&x)
+                      : loom_shm_copy_broadcast(&x);
     case LOOM_OP_REDUCE_SCATTER:
-        return cma && bytes > LOOM_SHM_SMALL ? loom_shm_cma_reduce_scatter(&x)
-                                             : loom_shm_copy_reduce_scatter(&x);
+        return read ? loom_shm_cma_reduce_scatter(&x) : loom_shm_copy_reduce_scatter(&x);
     case LOOM_OP_REDUCE:
-        return cma && bytes > LOOM_SHM_SMALL ? loom_shm_cma_reduce(&x)
-                                             : loom_shm_copy_reduce(&x);
+        return push   ? loom_shm_push_reduce(&x)
+               : read ? loom_shm_cma_reduce(&x)
+                      : loom_shm_copy_reduce(&x);
     case LOOM_OP_BARRIER: return loom_shm_barrier(&x);
     default: break;
     }
@@ -144,11 +175,9 @@ loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op, int 
     if (!loom_shm_usable(comm, op))
         return LOOM_SUCCESS;
     *handled = 1;
-    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
-    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm shm (%s), %d ranks",
+    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm shm_%s, %d ranks",
               loom_op_kind_name(op->kind), (unsigned long long)op->seq,
               (unsigned long long)op->count, loom_dtype_name(op->dtype),
-              s->cma && bytes > LOOM_SHM_SMALL ? "single copy" : "two copies",
-              comm->nranks);
+              loom_shm_path_name(comm, op), comm->nranks);
     return run_engine(comm, s, op);
 }

@@ -41,6 +41,12 @@ int loom_shm_server_of(const struct loom_comm *comm, int r, int *local_index);
  * LOOM_ALGO not sending it to the network). The same answer on every rank. */
 int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op);
 
+/* How the engine would move op's data on comm: "copy" (through the
+ * segment), "read" (ranks read their peers' buffers), "push" (ranks read
+ * and write their peers' buffers, the work split evenly); NULL without
+ * shared memory. Also LOOM_ALGO's names with "shm_" in front. */
+const char *loom_shm_path_name(const struct loom_comm *comm, const struct loom_op *op);
+
 /* Run op through shared memory when usable: *handled = 1 and the result;
  * otherwise *handled = 0 and LOOM_SUCCESS (the caller runs a network
  * algorithm). */
@@ -75,8 +81,9 @@ void loom_shm_fail(struct loom_comm *comm, const struct loom_op *op, int blame);
  * so that a local rank waiting here in another call can name it. */
 void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op);
 
-/* For tests: nonzero before a communicator is created makes it use the
- * two-copy path even where cross-memory attach works. */
+/* For tests, before a communicator is created: 1 makes it use the
+ * two-copy path even where cross-memory attach works; 2 lets it read its
+ * peers but not write them (as where only process_vm_writev is refused). */
 extern int loom_shm_test_no_cma;
 
 #endif

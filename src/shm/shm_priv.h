@@ -58,11 +58,23 @@ struct loom_shm {
     int *ranks;                   /* comm rank of each local index          */
     pid_t *pids;
     int cma;                      /* process_vm_readv works between us      */
+    int push;                     /* and process_vm_writev                  */
     uint32_t epoch;               /* my phases done (mirrors ctrl[me])      */
     int ngroups, group;           /* servers, and mine                      */
     int *grank;                   /* [ngroups][n]: comm rank of (server, index) */
-    char *tmp;                    /* LOOM_SHM_CHUNK bytes                   */
+    char *tmp;                    /* LOOM_SHM_CHUNK bytes: a peer's chunk   */
+    char *out;                    /* LOOM_SHM_CHUNK bytes: a reduced chunk  */
 };
+
+/* How the engine moves an op's data (LOOM_ALGO names: shm_copy, shm_read,
+ * shm_push; shm lets the engine choose). */
+enum loom_shm_path {
+    LOOM_SHM_PATH_COPY, /* through the segment's slots: two copies           */
+    LOOM_SHM_PATH_READ, /* each rank reads what it needs from its peers      */
+    LOOM_SHM_PATH_PUSH, /* work split evenly: ranks read and write peers     */
+};
+enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct loom_shm *s,
+                                    const struct loom_op *op);
 
 /* What one running op needs. */
 struct loom_shm_ctx {
@@ -80,9 +92,21 @@ void loom_shm_bump(struct loom_shm *s);
 loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target);
 /* Wait for every local rank (me included: no-op). */
 loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target);
-/* Copy len bytes at remote address addr of local rank j into dst. */
-loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
-                                uint64_t addr, size_t len);
+/* Copy len bytes between local_buf and remote address addr of local rank
+ * j: into local_buf (write 0, process_vm_readv) or out of it (write 1,
+ * process_vm_writev). A dead peer or a refusal is named on x->comm. */
+loom_result_t loom_shm_cma_xfer(struct loom_shm_ctx *x, int j, void *local_buf,
+                                uint64_t addr, size_t len, int write);
+static inline loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
+                                              uint64_t addr, size_t len)
+{
+    return loom_shm_cma_xfer(x, j, dst, addr, len, 0);
+}
+static inline loom_result_t loom_shm_cma_write(struct loom_shm_ctx *x, int j,
+                                               uint64_t addr, const void *src, size_t len)
+{
+    return loom_shm_cma_xfer(x, j, (void *)(uintptr_t)src, addr, len, 1);
+}
 /* Record a failure on comm (message already set) and tell local peers;
  * the failure is in call x->op (none: not known). */
 void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame);
@@ -115,6 +139,19 @@ loom_result_t loom_shm_cma_allgather(struct loom_shm_ctx *x);
 loom_result_t loom_shm_cma_broadcast(struct loom_shm_ctx *x);
 loom_result_t loom_shm_cma_reduce_scatter(struct loom_shm_ctx *x);
 loom_result_t loom_shm_cma_reduce(struct loom_shm_ctx *x);
+/* push.c: the same with the work split evenly between the ranks: each
+ * writes its share of the result into its peers' buffers. */
+loom_result_t loom_shm_push_allreduce(struct loom_shm_ctx *x, const struct loom_shm_mid *mid);
+loom_result_t loom_shm_push_broadcast(struct loom_shm_ctx *x);
+loom_result_t loom_shm_push_reduce(struct loom_shm_ctx *x);
+/* Reduce elements [off, off+len) of every local rank's sendbuf into dst,
+ * reading peers a chunk at a time; mine is this rank's input for them. */
+loom_result_t loom_shm_reduce_range(struct loom_shm_ctx *x, char *dst, const char *mine,
+                                    uint64_t off, uint64_t len);
+/* Publish this op's buffers and finish the phase. */
+void loom_shm_publish(struct loom_shm *s, const void *send, const void *recv);
+/* Local index of comm rank r. */
+int loom_shm_local_of(const struct loom_shm *s, int r);
 
 /* copy.c: two-copy collectives through the staging slots. */
 loom_result_t loom_shm_copy_allreduce(struct loom_shm_ctx *x, const struct loom_shm_mid *mid);

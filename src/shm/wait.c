@@ -279,15 +279,16 @@ loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target)
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
-                                uint64_t addr, size_t len)
+loom_result_t loom_shm_cma_xfer(struct loom_shm_ctx *x, int j, void *local_buf,
+                                uint64_t addr, size_t len, int write)
 {
     struct loom_shm *s = x->s;
-    char *d = dst;
+    char *d = local_buf;
     while (len > 0) {
         struct iovec local = {.iov_base = d, .iov_len = len};
         struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-        ssize_t got = process_vm_readv(s->pids[j], &local, 1, &remote, 1, 0);
+        ssize_t got = write ? process_vm_writev(s->pids[j], &local, 1, &remote, 1, 0)
+                            : process_vm_readv(s->pids[j], &local, 1, &remote, 1, 0);
         if (got <= 0) {
             if (got < 0 && errno == EINTR)
                 continue;
@@ -297,15 +298,17 @@ loom_result_t loom_shm_cma_read(struct loom_shm_ctx *x, int j, void *dst,
             if (err == ESRCH || loom_shm_pid_gone(s->pids[j])) {
                 loom_comm_set_error(x->comm, LOOM_ERROR_REMOTE,
                                     "%s: %s died (process %d is gone) while rank %d "
-                                    "read its buffer",
+                                    "%s its buffer",
                                     what, loom_comm_describe(x->comm, s->ranks[j]),
-                                    (int)s->pids[j], x->comm->rank);
+                                    (int)s->pids[j], x->comm->rank,
+                                    write ? "wrote into" : "read");
                 loom_shm_mark_failed(x, s->ranks[j]);
                 return LOOM_ERROR_REMOTE;
             }
             loom_comm_set_error(x->comm, LOOM_ERROR_SYSTEM,
-                                "%s: process_vm_readv of %zu bytes at %#llx from %s: %s",
-                                what, len, (unsigned long long)addr,
+                                "%s: %s of %zu bytes at %#llx %s %s: %s", what,
+                                write ? "process_vm_writev" : "process_vm_readv", len,
+                                (unsigned long long)addr, write ? "in" : "from",
                                 loom_comm_describe(x->comm, s->ranks[j]), strerror(err));
             loom_shm_mark_failed(x, -1);
             return LOOM_ERROR_SYSTEM;

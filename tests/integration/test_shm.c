@@ -1,7 +1,14 @@
 /* test_shm.c - collectives through shared memory on real processes.
  *
  *   matrix: every collective x dtype x op x count x placement on the
- *           single-server table (4 ranks), single copy and two copies;
+ *           single-server table (4 ranks), on each path: push (reads and
+ *           writes of peers), read (reads only), copy (two copies), with
+ *           counts around the engine's chunk and 1000003 elements;
+ *   mismatch, abort: on each path, a different call on one rank fails
+ *           every rank naming both calls; loom_comm_abort on one rank
+ *           fails its call and its peers' within seconds;
+ *   crowd:  8 ranks on this machine's few cores finish within the
+ *           harness's time limit (waiters must sleep, not spin);
  *   hier:   the 2-server loopback tables (2 and 3 ranks per server): the
  *           hierarchical allreduce, checked, and every other collective;
  *   same bits: float averages are bitwise identical on every rank;
@@ -13,6 +20,7 @@
  *           fail that call; one that failed in the same call does. */
 #include <dirent.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,18 +33,22 @@
 #include "loom.h"
 #include "coll/coll.h"
 #include "shm/shm.h"
+#include "shm/shm_priv.h"
 #include "util.h"
 
 struct cfg {
     const char *table;
-    int no_cma;          /* two-copy path                               */
+    int no_cma;          /* loom_shm_test_no_cma: 1 two copies, 2 reads only */
     const char *expect;  /* algorithm loom_shm_algo_name must give for a
                             large allreduce ("shm", "hier") or NULL      */
+    const char *path;    /* the engine's path for it ("push", "read", "copy") */
     int kill_rank;       /* kill test: this rank dies                   */
     atomic_int *passed;  /* kill test (harness_counter_new): how many
                             have returned from call 4, the last one
                             before the kill                             */
-    int later;           /* late failure test: the flag names a later call */
+    int later;           /* late failure test: the flag names a later call;
+                            mismatch test: another kind, not count    */
+    int abort_kind;      /* abort test: K_ALLREDUCE, K_BROADCAST, K_REDUCE */
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
@@ -90,19 +102,31 @@ static int matrix_rank(int rank, int n, void *arg)
     if (!c->expect ? algo != NULL : !algo || strcmp(algo, c->expect) != 0)
         FAIL("allreduce would run %s, expected %s", algo ? algo : "on the network",
              c->expect ? c->expect : "the network");
-    uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003};
+    const char *path = loom_shm_path_name(comm, &big);
+    if (c->path && (!path || strcmp(path, c->path) != 0))
+        FAIL("the engine would move it by %s, expected %s", path ? path : "nothing", c->path);
+    /* the last two: an engine chunk per rank and one more element (set per
+     * dtype below), and a large count */
+    uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003, 0, 1000003};
     uint64_t seed = 1;
     for (int kind = 0; kind < 5 && fails < 10; kind++)
         for (int t = 0; t < LOOM_DTYPE_COUNT; t++)
             for (int oi = 0; oi < 5; oi++) {
                 if ((kind == 1 || kind == 2) && oi > 0)
                     continue;
+                counts[6] = (uint64_t)n * (LOOM_SHM_CHUNK / loom_dtype_size((loom_dtype_t)t)) + 1;
                 for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
                     for (int inplace = 0; inplace < 2; inplace++) {
                         if (kind == 2 && inplace)
                             continue;
-                        /* the large count in both placements for sum only */
-                        if (ci == 5 && oi > 0 && inplace)
+                        /* the large counts in both placements for sum only */
+                        if (ci >= 5 && oi > 0 && inplace)
+                            continue;
+                        /* the chunk boundary for sum; the largest for a
+                         * float32 sum out of place */
+                        if (ci == 6 && oi != 0)
+                            continue;
+                        if (ci == 7 && (oi != 0 || t != LOOM_FLOAT32 || inplace))
                             continue;
                         one(comm, rank, n, kind, (loom_dtype_t)t, ops[oi], counts[ci],
                             inplace, seed++);
@@ -229,6 +253,133 @@ static int late_rank(int rank, int n, void *arg)
     return fails ? 1 : 0;
 }
 
+/* One large allreduce (push or read path) or small one (copy path) where
+ * rank 0 asks for more elements than the others (or, with c->later, rank
+ * 1 calls broadcast): every rank fails naming both calls. */
+static int mismatch_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    uint64_t count = c->no_cma == 1 ? 100 : 100003;
+    uint64_t mine = rank == 0 ? count + 8 : count;
+    float *x = calloc(count + 8, sizeof *x);
+    if (!x)
+        return 1;
+    loom_result_t res;
+    const char *msg;
+    int named;
+    if (!c->later) {
+        res = loom_allreduce(x, x, mine, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+        msg = loom_get_error_string(comm);
+        char a[32], b[32];
+        snprintf(a, sizeof a, "(float32, %llu,", (unsigned long long)count);
+        snprintf(b, sizeof b, "(float32, %llu,", (unsigned long long)count + 8);
+        /* rank 0 differs from every peer; a peer may hear of it from
+         * another peer first, which names rank 0 */
+        named = res == LOOM_ERROR_MISMATCH && strstr(msg, "collective calls differ") &&
+                strstr(msg, a) && strstr(msg, b);
+        if (!named &&
+            (rank == 0 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 0 ")))
+            FAIL("allreduce of %llu against %llu: %s: %s", (unsigned long long)mine,
+                 (unsigned long long)(rank == 0 ? count : count + 8),
+                 loom_result_string(res), msg);
+    } else {
+        res = rank == 1 ? loom_broadcast(x, count, LOOM_FLOAT32, 0, comm, NULL)
+                        : loom_allreduce(x, x, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL);
+        msg = loom_get_error_string(comm);
+        named = res == LOOM_ERROR_MISMATCH && strstr(msg, "allreduce(") &&
+                strstr(msg, "broadcast(");
+        if (!named &&
+            (rank == 1 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 1 ")))
+            FAIL("broadcast against allreduce: %s: %s", loom_result_string(res), msg);
+    }
+    free(x);
+    loom_comm_destroy(comm);
+    return fails ? 1 : 0;
+}
+
+struct aborter {
+    loom_comm_t comm;
+};
+
+static void *abort_later(void *arg)
+{
+    struct aborter *ab = arg;
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    loom_comm_abort(ab->comm);
+    return NULL;
+}
+
+/* Rank 0 aborts its communicator from another thread while it waits in a
+ * collective (c->abort_kind: allreduce, broadcast or reduce) that rank 1
+ * joins late: rank 0 fails with ABORTED, the others fail naming rank 0,
+ * all within seconds. */
+static int abort_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    int kind = c->abort_kind;
+    const uint64_t count = 1 << 18;
+    float *x = calloc(count, sizeof *x), *y = calloc(count, sizeof *y);
+    if (!x || !y)
+        return 1;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    pthread_t th;
+    struct aborter ab = {comm};
+    if (rank == 0 && pthread_create(&th, NULL, abort_later, &ab) != 0)
+        return 1;
+    if (rank == 1) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+    double t0 = harness_now();
+    loom_result_t res =
+        kind == K_ALLREDUCE   ? loom_allreduce(x, y, count, LOOM_FLOAT32, LOOM_SUM, comm, NULL)
+        : kind == K_BROADCAST ? loom_broadcast(x, count, LOOM_FLOAT32, 2 % n, comm, NULL)
+                              : loom_reduce(x, y, count, LOOM_FLOAT32, LOOM_SUM, 2 % n, comm,
+                                            NULL);
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(comm);
+    if (rank == 0 && res != LOOM_ERROR_ABORTED)
+        FAIL("%s: aborted, but %s: %s", kname[kind], loom_result_string(res), msg);
+    else if (rank != 0 && (res == LOOM_SUCCESS || !strstr(msg, "rank 0 ")))
+        FAIL("%s: rank 0 aborted, but %s: %s", kname[kind], loom_result_string(res), msg);
+    else if (dt > 10.0)
+        FAIL("%s: the error took %.1f s", kname[kind], dt);
+    if (rank == 0)
+        pthread_join(th, NULL);
+    loom_comm_destroy(comm);
+    free(x);
+    free(y);
+    return fails ? 1 : 0;
+}
+
+/* More ranks than cores: a few rounds of every collective at sizes on
+ * each path, checked; the harness's limit bounds the time. */
+static int crowd_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    struct loom_op big = {.kind = LOOM_OP_ALLREDUCE, .count = 1 << 20, .dtype = LOOM_FLOAT32};
+    const char *path = loom_shm_path_name(comm, &big);
+    if (!path || strcmp(path, "push") != 0)
+        FAIL("a 4 MiB allreduce would go by %s, expected push", path ? path : "the network");
+    uint64_t counts[] = {2, 64, 16384, 300001};
+    uint64_t seed = 7;
+    for (int round = 0; round < 3; round++)
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+            for (int kind = 0; kind < K_NKINDS; kind++)
+                one(comm, rank, n, kind, LOOM_FLOAT32, LOOM_SUM, counts[ci], 0, seed++);
+    loom_comm_destroy(comm);
+    return fails ? 1 : 0;
+}
+
 static int shm_leftovers(void)
 {
     DIR *d = opendir("/dev/shm");
@@ -277,7 +428,8 @@ static int run(const char *name, int n, harness_fn fn, struct cfg *c)
 {
     set_port();
     double t0 = harness_now();
-    int rc = harness_run(n, fn, c, 120, NULL);
+    /* generous: the machine may be busy with other work */
+    int rc = harness_run(n, fn, c, 300, NULL);
     printf("%s %s n=%d (%.1f s)\n", rc ? "FAIL" : "PASS", name, n, harness_now() - t0);
     fflush(stdout);
     return rc;
@@ -286,8 +438,9 @@ static int run(const char *name, int n, harness_fn fn, struct cfg *c)
 int main(void)
 {
     const char *src = getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".";
-    char single[1024], two2[256], two3[256];
+    char single[1024], eight[1024], two2[256], two3[256];
     snprintf(single, sizeof single, "%s/etc/ranktables/single-4.json", src);
+    snprintf(eight, sizeof eight, "%s/etc/ranktables/single-8.json", src);
     setenv("LOOM_CHUNK_SIZE", "16K", 1);
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "30", 0);
     setenv("LOOM_TIMEOUT", "60", 0);
@@ -298,15 +451,34 @@ int main(void)
         return 2;
     }
     int failed = 0;
-    struct cfg c = {.table = single, .expect = "shm"};
-    failed |= run("matrix single-copy", 4, matrix_rank, &c);
-    c.no_cma = 1;
-    failed |= run("matrix two-copy", 4, matrix_rank, &c);
-    c = (struct cfg){.table = two2, .expect = "hier"};
+    static const char *const paths[] = {"push", "copy", "read"};
+    static const char *const pnames[] = {"push (read and write)", "two-copy", "read-only"};
+    struct cfg c;
+    for (int p = 0; p < 3; p++) {
+        char name[96];
+        c = (struct cfg){.table = single, .expect = "shm", .no_cma = p, .path = paths[p]};
+        snprintf(name, sizeof name, "matrix %s", pnames[p]);
+        failed |= run(name, 4, matrix_rank, &c);
+        snprintf(name, sizeof name, "mismatch %s: count", pnames[p]);
+        failed |= run(name, 4, mismatch_rank, &c);
+        c.later = 1;
+        snprintf(name, sizeof name, "mismatch %s: kind", pnames[p]);
+        failed |= run(name, 4, mismatch_rank, &c);
+        c.later = 0;
+        for (int k = 0; k < 3; k++) {
+            c.abort_kind = (int[]){K_ALLREDUCE, K_BROADCAST, K_REDUCE}[k];
+            snprintf(name, sizeof name, "abort %s: %s", pnames[p], kname[c.abort_kind]);
+            failed |= run(name, 4, abort_rank, &c);
+        }
+    }
+    c = (struct cfg){.table = eight};
+    failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "push"};
     failed |= run("hier 2x2", 4, matrix_rank, &c);
-    c = (struct cfg){.table = two3, .expect = "hier"};
+    c = (struct cfg){.table = two3, .expect = "hier", .path = "push"};
     failed |= run("hier 2x3", 6, matrix_rank, &c);
     c.no_cma = 1;
+    c.path = "copy";
     failed |= run("hier 2x3 two-copy", 6, matrix_rank, &c);
     setenv("LOOM_ALGO", "allreduce=ring", 1);
     c = (struct cfg){.table = two2, .expect = NULL};
@@ -326,19 +498,23 @@ int main(void)
     failed |= run("late failure: a later call", 4, late_rank, &c);
     c.later = 0;
     failed |= run("late failure: this call", 4, late_rank, &c);
-    c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed};
-    int st[4];
-    set_port();
-    harness_run(4, kill_rank, &c, 60, st);
+    for (int p = 0; p < 3; p++) {
+        c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed, .no_cma = p};
+        atomic_store(passed, 0);
+        int st[4];
+        set_port();
+        harness_run(4, kill_rank, &c, 60, st);
+        int kill_ok = st[2] == 128 + SIGKILL;
+        for (int r = 0; r < 4; r++)
+            if (r != 2 && st[r] != 0)
+                kill_ok = 0;
+        int left = shm_leftovers();
+        printf("%s kill %s: ranks exited %d %d %d %d, %d segment(s) left in /dev/shm\n",
+               kill_ok && !left ? "PASS" : "FAIL", pnames[p], st[0], st[1], st[2], st[3],
+               left);
+        failed |= !kill_ok || left;
+    }
     harness_counter_free(passed);
-    int kill_ok = st[2] == 128 + SIGKILL;
-    for (int r = 0; r < 4; r++)
-        if (r != 2 && st[r] != 0)
-            kill_ok = 0;
-    int left = shm_leftovers();
-    printf("%s kill: ranks exited %d %d %d %d, %d segment(s) left in /dev/shm\n",
-           kill_ok && !left ? "PASS" : "FAIL", st[0], st[1], st[2], st[3], left);
-    failed |= !kill_ok || left;
     unlink(two2);
     unlink(two3);
     return failed;
