@@ -20,9 +20,11 @@
 #include "join.h"
 
 /* Names in the type column: nccl-tests' spelling, so existing parsers work. */
-static const char *const perf_type_names[LOOM_DTYPE_COUNT] = {
+static const char *const perf_type_names[] = {
     "int8", "uint8", "int32", "uint32", "int64",
-    "uint64", "half", "bfloat16", "float", "double"};
+    "uint64", "half", "bfloat16", "float", "double", "int16", "uint16"};
+_Static_assert(sizeof perf_type_names / sizeof *perf_type_names == LOOM_DTYPE_COUNT,
+               "a name for every Loom dtype");
 
 enum perf_report { PERF_REPORT_RANK0 = 0, PERF_REPORT_AVG, PERF_REPORT_MIN,
                    PERF_REPORT_MAX };
@@ -103,8 +105,8 @@ static void perf_usage(FILE *out, const char *prog)
             "  -n, --iters N           timed iterations (default 20)\n"
             "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
             "  -c, --check 0|1         check results (default 1)\n"
-            "  -d, --datatype T|all    int8 uint8 int32 uint32 int64 uint64 half\n"
-            "                          bfloat16 float double (default float)\n"
+            "  -d, --datatype T|all    int8 uint8 int16 uint16 int32 uint32 int64 uint64\n"
+            "                          half bfloat16 float double (default float)\n"
             "  -o, --op OP|all         sum prod min max avg (default sum)\n"
             "  -r, --root R            root of broadcast/reduce (default 0)\n"
             "  -z, --blocking 0|1      1: blocking calls instead of a stream\n"
@@ -273,8 +275,8 @@ static int perf_parse_args(struct perf_state *st, int argc, char **argv)
             break;
         case 'd':
             if (perf_parse_dtypes(o, optarg))
-                bad = "-d wants int8, uint8, int32, uint32, int64, uint64, half, "
-                      "bfloat16, float, double or all";
+                bad = "-d wants int8, uint8, int16, uint16, int32, uint32, int64, uint64, "
+                      "half, bfloat16, float, double or all";
             break;
         case 'o':
             if (perf_parse_ops(o, optarg))

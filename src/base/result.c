@@ -41,11 +41,14 @@ LOOM_API loom_result_t loom_get_version(int *code, const char **version_string)
 }
 
 
-static const size_t dtype_sizes[LOOM_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2};
-static const char *const dtype_names[LOOM_DTYPE_COUNT] = {
+static const size_t dtype_sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2};
+static const char *const dtype_names[] = {
     "int8", "uint8", "int32", "uint32", "int64",
     "uint64", "float16", "bfloat16", "float32", "float64",
     "int16", "uint16"};
+_Static_assert(sizeof dtype_sizes / sizeof *dtype_sizes == LOOM_DTYPE_COUNT &&
+                   sizeof dtype_names / sizeof *dtype_names == LOOM_DTYPE_COUNT,
+               "a size and a name for every dtype");
 static const char *const redop_names[LOOM_REDOP_COUNT] = {"sum", "prod", "min",
                                                           "max", "avg"};
 

@@ -136,16 +136,16 @@ perf 3 "$out" all_reduce_perf -b 64 -e 256 -f 4 -n 2 -w 1 -d all -o all -z 1 -a 
 f0=$failures
 [ "$rc" -eq 0 ] || fail "all types/ops: exit $rc"
 rows=$(grep -vc '^#' "$out")
-[ "$rows" -eq 100 ] || fail "all types/ops: $rows rows, want 10 types x 5 ops x 2 sizes"
+[ "$rows" -eq 120 ] || fail "all types/ops: $rows rows, want 12 types x 5 ops x 2 sizes"
 grep -q 'blocking: 1  time: max' "$out" || fail "-z 1 -a 3 not in the header"
 [ "$(grep -vc '^#' "$out")" -eq "$(grep -c ' 0  *[0-9.]*  *[0-9.]*  *[0-9.]*  *0$' "$out")" ] \
     || fail "all types/ops: some #wrong is not 0"
 head -n 1 "$work/all.csv" | grep -qx 'size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,collective,nranks' \
     || fail "CSV header"
-[ "$(wc -l <"$work/all.csv")" -eq 101 ] || fail "CSV: want 101 lines"
+[ "$(wc -l <"$work/all.csv")" -eq 121 ] || fail "CSV: want 121 lines"
 sed -n 2p "$work/all.csv" | grep -qx '64,64,int8,sum,-1,[0-9.]*,[0-9.]*,[0-9.]*,0,[0-9.]*,[0-9.]*,[0-9.]*,0,all_reduce,3' \
     || fail "CSV first row: $(sed -n 2p "$work/all.csv")"
-[ "$(wc -l <"$work/all.json")" -eq 100 ] || fail "JSON: want 100 lines"
+[ "$(wc -l <"$work/all.json")" -eq 120 ] || fail "JSON: want 120 lines"
 head -n 1 "$work/all.json" | grep -q '^{"collective":"all_reduce","nranks":3,"algorithm":"[a-z]*","size":64,"count":64,"type":"int8","redop":"sum","root":-1,"oop_time_us":[0-9.]*,"oop_algbw":[0-9.]*,"oop_busbw":[0-9.]*,"oop_wrong":0,"ip_time_us":[0-9.]*,"ip_algbw":[0-9.]*,"ip_busbw":[0-9.]*,"ip_wrong":0,"library":"Loom [0-9.]*","transport":"tcp"}$' \
     || fail "JSON first row: $(head -n 1 "$work/all.json")"
 if command -v python3 >/dev/null 2>&1; then
