@@ -206,7 +206,7 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkLoom::getFuture() {
 
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout,
-                                   const std::string& ranktable)
+                                   const std::string& ranktable, const std::string& host)
     : compat::Base(rank, size), store_(store), timeout_(timeout) {
   loom_comm_opts_t opts;
   std::memset(&opts, 0, sizeof opts);
@@ -229,7 +229,9 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store,
     loom_unique_id_t id;
     std::memset(&id, 0, sizeof id);
     if (rank == 0) {
-      if (loom_get_unique_id(&id) != LOOM_SUCCESS)
+      loom_result_t r = host.empty() ? loom_get_unique_id(&id)
+                                     : loom_get_unique_id_toward(host.c_str(), &id);
+      if (r != LOOM_SUCCESS)
         fail(std::string("unique id: ") + loom_get_error_string(nullptr));
       const uint8_t* p = reinterpret_cast<const uint8_t*>(id.internal);
       store->set(kUniqueIdKey, std::vector<uint8_t>(p, p + sizeof id.internal));

@@ -79,9 +79,12 @@ class WorkLoom : public c10d::Work {
 class ProcessGroupLoom : public compat::Base {
  public:
   // Rendezvous through store (rank 0 publishes a Loom unique id), or, with
-  // a non-empty ranktable, from the rank table (of size ranks).
+  // a non-empty ranktable, from the rank table (of size ranks). host: the
+  // store's host, when known: rank 0 listens on the interface that reaches
+  // it, so a job that meets at 127.0.0.1 runs on loopback.
   ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                   std::chrono::milliseconds timeout, const std::string& ranktable);
+                   std::chrono::milliseconds timeout, const std::string& ranktable,
+                   const std::string& host = std::string());
   ~ProcessGroupLoom() override;
 
   const std::string getBackendName() const override { return "loom"; }

@@ -17,13 +17,15 @@ PYBIND11_MODULE(_c10d, m) {
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout, const std::string& ranktable) {
+         std::chrono::milliseconds timeout, const std::string& ranktable,
+         const std::string& host) {
         return c10::intrusive_ptr<loom_c10d::compat::Base>(
             c10::make_intrusive<loom_c10d::ProcessGroupLoom>(store, rank, size, timeout,
-                                                             ranktable));
+                                                             ranktable, host));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::arg("ranktable") = std::string(), py::call_guard<py::gil_scoped_release>());
+      py::arg("ranktable") = std::string(), py::arg("host") = std::string(),
+      py::call_guard<py::gil_scoped_release>());
   auto loomOf = [](const c10::intrusive_ptr<loom_c10d::compat::Base>& b) {
     auto* pg = dynamic_cast<loom_c10d::ProcessGroupLoom*>(b.get());
     if (!pg)

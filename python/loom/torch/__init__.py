@@ -50,11 +50,18 @@ from . import _c10d  # noqa: E402
 with_cuda = _c10d.with_cuda
 
 
+def _store_host(store):
+    """The host of the TCPStore under store's prefixes, or "" (file:// etc.)."""
+    while hasattr(store, "underlying_store"):
+        store = store.underlying_store
+    return getattr(store, "host", "") if isinstance(store, dist.TCPStore) else ""
+
+
 def _create(store, rank, size, timeout):
     table = ""
     if not dist.is_initialized():  # the default group is being made
         table = os.environ.get("LOOM_RANK_TABLE") or os.environ.get("RANK_TABLE_FILE") or ""
-    return _c10d.create_process_group(store, rank, size, timeout, table)
+    return _c10d.create_process_group(store, rank, size, timeout, table, _store_host(store))
 
 
 def _backend(group):
