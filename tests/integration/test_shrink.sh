@@ -22,6 +22,7 @@
 job=$LOOM_BUILDDIR/tests/integration/shrink_job
 info=$LOOM_BUILDDIR/tools/loom-info
 [ -x "$job" ] || { echo "SKIP: $job is not built"; exit 77; }
+. "$LOOM_SRCDIR/tests/integration/port_base.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/loom-shrink.XXXXXX")
 pids=()
 cleanup() {
@@ -49,7 +50,8 @@ wait_lines() {
 # start TRANSPORT CASE: 4 ranks, pids[] and $work/out.R
 start() {
     local tr=$1 cs=$2 table=$LOOM_SRCDIR/etc/ranktables/single-4.json
-    local env=(LOOM_PORT_BASE=$((20000 + (RANDOM % 400) * 100)))
+    next_port_base  # below the ephemeral range: no connection takes a rank's port
+    local env=(LOOM_PORT_BASE=$LOOM_PORT_BASE)
     case $tr in
     tcp) env+=(LOOM_SHM=0) ;;
     shm) env+=(LOOM_SHM=1) ;;
@@ -92,7 +94,7 @@ run_case() {
     if [ "$cs" != exclude ] &&
         ! wait_lines 60 '^LOOP' "$work"/out.0 "$work"/out.1 "$work"/out.2 "$work"/out.3; then
         fail "[$tr $cs] the ranks did not start their loop"
-        for r in 0 1 2 3; do tail -2 "$work/out.$r" "$work/err.$r"; done
+        for r in 0 1 2 3; do tail -n 2 "$work/out.$r" "$work/err.$r"; done
         for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
         return
     fi
@@ -120,7 +122,7 @@ run_case() {
             echo "  rank $r exited $rc after $((SECONDS - ts)) s: $msg"
             if [ $rc != 3 ] || ! echo "$msg" | grep -q 'rank 2\b.*did not join\|rank 2\b.*gave no decision'; then
                 fail "[$tr $cs] rank $r: the shrink did not fail naming rank 2"
-                tail -3 "$work/out.$r" "$work/err.$r"
+                tail -n 3 "$work/out.$r" "$work/err.$r"
             fi
         done
         [ $((SECONDS - ts)) -le 30 ] || fail "[$tr $cs] the shrink took more than 30 s to fail"
