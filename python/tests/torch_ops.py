@@ -174,10 +174,10 @@ def s_missing(a):
     store = dist.TCPStore("127.0.0.1", a.port, a.world_size + 1, a.rank == 0,
                           timeout=datetime.timedelta(seconds=60), wait_for_workers=False, **kw)
     t0 = time.monotonic()
-    # every rank meets at 127.0.0.1: the job runs on loopback, and the error
-    # names rank 0's rendezvous address there
+    # every rank meets at 127.0.0.1: the job runs on loopback, and the others
+    # name rank 0 at that address
     raises(lambda: init(a, timeout=5, world=a.world_size + 1, store=store),
-           *(["rank %d" % a.world_size] if a.rank == 0 else ["rendezvous address 127.0.0.1:"]))
+           *(["rank %d" % a.world_size] if a.rank == 0 else ["rank 0 at 127.0.0.1:"]))
     dt = time.monotonic() - t0
     assert dt < 15, dt
 
