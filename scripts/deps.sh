@@ -6,7 +6,7 @@
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config libcjson-dev libssl-dev check \
 libibverbs-dev libfabric-dev clang libclang-rt-14-dev iproute2 gnuplot-nox \
-openmpi-bin libopenmpi-dev g++ python3 python3-numpy python3-pytest python3-torch libtorch-dev \
+openmpi-bin libopenmpi-dev g++ python3 python3-numpy python3-pytest python3-torch libtorch-dev python3-pip \
 libopenblas0-pthread"
 missing=""
 for p in $PKGS; do
