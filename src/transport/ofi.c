@@ -85,6 +85,7 @@ void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char
     free(p->held_why);
     p->held_why = NULL;
     p->held = 0;
+    p->held_link = 0;
     loom_ofi_fail_reqs(tx, r, res);
     loom_ofi_conn_close(tx, r);
     vp->pending_err = res;

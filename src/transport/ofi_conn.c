@@ -421,8 +421,14 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame
             loom_ofi_fail_peer(tx, r, LOOM_ERROR_MISMATCH, "%s", why);
             return;
         }
-        if (p->held)
+        if (p->held && !p->held_link)
             return; /* one notice is enough */
+        if (p->held_link) { /* the notice says why the provider failed */
+            free(p->held_why);
+            p->held_why = NULL;
+            p->held = 0;
+            p->held_link = 0;
+        }
         if (earlier_pending(p, n.seq) && (p->held_why = strdup(why)) != NULL) {
             p->held = LOOM_ERROR_REMOTE;
             p->held_seq = n.seq;
@@ -531,8 +537,35 @@ void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events)
 }
 
 /* How long a peer whose control socket ended may still complete what it
- * sent before (a provider may deliver it a little later). */
+ * sent before (a provider may deliver it a little later); how long the
+ * provider's error on a link waits for the peer's notice. */
 #define OX_EOF_GRACE 0.5
+
+void loom_ofi_conn_link_error(struct loom_tx *tx, int r, const char *why)
+{
+    struct ox_priv *vp = tx->priv;
+    struct ox_peer *p = &vp->peers[r];
+    if (p->failed || p->held_link)
+        return;
+    /* a notice already here wins (it was sent before the peer closed) */
+    loom_ofi_conn_ctl_event(tx, r, EPOLLIN);
+    if (p->failed)
+        return;
+    if (p->held) {
+        /* its notice came, held for earlier requests: they will not
+         * complete now */
+        loom_ofi_fail_peer(tx, r, p->held, "%s", p->held_why);
+        return;
+    }
+    if (p->ctl_fd < 0 || p->ctl != OX_CS_UP || p->eof_at > 0 || p->bye ||
+        !(p->held_why = strdup(why))) {
+        loom_ofi_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
+        return;
+    }
+    p->held = LOOM_ERROR_REMOTE;
+    p->held_link = 1;
+    p->held_at = loom_now();
+}
 
 int loom_ofi_conn_timeouts(struct loom_tx *tx)
 {
@@ -551,6 +584,15 @@ int loom_ofi_conn_timeouts(struct loom_tx *tx)
         struct ox_peer *p = &vp->peers[r];
         if (p->failed)
             continue;
+        if (p->held_link) {
+            /* its control socket ended (a goodbye or a crash) without a
+             * notice: the provider's error stands */
+            if (p->ctl_fd < 0 || p->eof_at > 0 || p->bye || now - p->held_at >= OX_EOF_GRACE)
+                loom_ofi_fail_peer(tx, r, p->held, "%s", p->held_why);
+            else
+                next_ms = 10;
+            continue;
+        }
         if (p->held) {
             if (!earlier_pending(p, p->held_seq) || now - p->held_at >= OX_EOF_GRACE)
                 loom_ofi_fail_peer(tx, r, p->held, "%s", p->held_why);

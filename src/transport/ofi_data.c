@@ -357,22 +357,28 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
     p->inflight--;
     if (req) {
         struct ox_reqstate *rs = ox_rs(req);
-        rs->ndone++;
         char d[200];
-        if (err && !req->is_send &&
-            (err == FI_ETRUNC || err == FI_EMSGSIZE || err == FI_ETOOSMALL)) {
+        int longer = !req->is_send &&
+                     (err == FI_ETRUNC || err == FI_EMSGSIZE || err == FI_ETOOSMALL);
+        if (err && !longer) {
+            /* not counted done: the request stays pending until the peer's
+             * failure is known (or its goodbye says the message arrived) */
+            char why[300];
+            snprintf(why, sizeof why, ": a %s of %zu bytes failed: %s (provider error %d: %s)",
+                     req->is_send ? "send" : "receive", req->len, loom_fi.strerror(err),
+                     prov_err, perr ? perr : "");
+            int peer = op->peer;
+            op_put(vp, op);
+            loom_ofi_conn_link_error(tx, peer, why);
+            return;
+        }
+        rs->ndone++;
+        if (longer) {
             snprintf(tx->errmsg, sizeof tx->errmsg,
                      "%s sent a message longer than the %zu bytes this rank expected (%s)",
                      loom_ofi_describe(tx, op->peer, d, sizeof d), req->len, loom_fi.strerror(err));
             if (!rs->err)
                 rs->err = LOOM_ERROR_MISMATCH;
-        } else if (err) {
-            op_put(vp, op);
-            loom_ofi_fail_peer(tx, req->peer, LOOM_ERROR_REMOTE,
-                               ": a %s of %zu bytes failed: %s (provider error %d: %s)",
-                               req->is_send ? "send" : "receive", req->len, loom_fi.strerror(err),
-                               prov_err, perr ? perr : "");
-            return;
         } else if (!req->is_send) {
             if (len != op->len) {
                 snprintf(tx->errmsg, sizeof tx->errmsg,

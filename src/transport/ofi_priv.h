@@ -124,6 +124,13 @@ struct ox_peer {
     uint64_t held_seq;
     double held_at;
     char *held_why;
+    /* held is a send or receive the provider failed (held_why says how):
+     * a peer that stops sends its notice, then closes its endpoint, and
+     * the provider may fail what goes to it (libfabric 2.1's tcp;ofi_rxm:
+     * ENOTCONN) before the notice is read, or even arrives; the notice,
+     * when it comes within OX_EOF_GRACE and before the control socket
+     * ends, is the peer's failure instead */
+    int held_link;
     /* tcp-based providers: its endpoint address as a socket address, and
      * whether the provider's sockets to it were looked for (ofi.c,
      * loom_ofi_tune_sockets) */
@@ -220,6 +227,10 @@ int loom_ofi_conn_timeouts(struct loom_tx *tx);
 void loom_ofi_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags, uint64_t w0,
                        uint64_t w1, uint64_t w2);
 void loom_ofi_conn_close(struct loom_tx *tx, int r);
+/* The provider failed a send or receive to peer r (why: how, starting with
+ * ": "): what came on its control socket is read first, and the failure is
+ * held a moment for the peer's notice (struct ox_peer, held_link). */
+void loom_ofi_conn_link_error(struct loom_tx *tx, int r, const char *why);
 
 /* ofi_data.c */
 loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);

@@ -12,6 +12,8 @@
  *           of the old pages is never used for the new ones);
  * length:   a message shorter or longer than the receive does not complete
  *           it (and later ones wait behind it: FIFO);
+ * closed:   a mismatch notice, then the peer's endpoint closed under a
+ *           send in flight: the mismatch, not the provider's error;
  * mismatch: ranks in different calls fail with LOOM_ERROR_MISMATCH naming
  *           both calls (through the core's envelope);
  * kill -9:  a rank killed in a 3-rank job: the others fail within seconds
@@ -399,6 +401,22 @@ START_TEST(test_length_checked)
 }
 END_TEST
 
+/* setup(), then one message each way (call 1): the link is up */
+static int setup_linked(struct job *j, int rank, int n, struct loom_tx **tx)
+{
+    int rc = setup(j, rank, n, tx);
+    if (rc)
+        return rc;
+    uint8_t one = 1, got = 0;
+    struct loom_tx_req r[2];
+    if (post(*tx, &r[0], 1 - rank, 0, &got, 1, 1) || post(*tx, &r[1], 1 - rank, 1, &one, 1, 1) ||
+        wait_all(*tx, r, 2, 10.0)) {
+        snprintf(j->err[rank], ERRSLOT, "warm-up: %s", (*tx)->errmsg);
+        return 20;
+    }
+    return 0;
+}
+
 /* ---- a failure notice with data of an earlier call on its way ---- */
 
 /* Rank 0 sends a message of call 5, then fails in call 6. Rank 1 receives
@@ -410,16 +428,11 @@ static int notice_main(int rank, int n, void *arg)
 {
     struct job *j = arg;
     struct loom_tx *tx;
-    int rc = setup(j, rank, n, &tx);
+    int rc = setup_linked(j, rank, n, &tx);
     if (rc)
         return rc;
     uint8_t d[256], x[64], one = 1, got = 0;
     struct loom_tx_req r[3];
-    if (post(tx, &r[0], 1 - rank, 0, &got, 1, 1) || post(tx, &r[1], 1 - rank, 1, &one, 1, 1) ||
-        wait_all(tx, r, 2, 10.0)) {
-        snprintf(j->err[rank], ERRSLOT, "warm-up: %s", tx->errmsg);
-        return 20;
-    }
     if (rank == 0) {
         mp_fill(d, sizeof d, seed(0, 1, 5));
         if (post(tx, &r[0], 1, 1, d, sizeof d, 5) || wait_all(tx, r, 1, 10.0) ||
@@ -466,6 +479,77 @@ START_TEST(test_notice_after_data)
         return;
     struct job *j = job_new(_i);
     job_end(j, mp_run(2, notice_main, j, 30.0, 0), 2);
+}
+END_TEST
+
+/* ---- a mismatch notice, then the peer's endpoint closed ---- */
+
+/* Rank 1 finds rank 0 in another call: it sends its notice, then closes
+ * its endpoint while rank 0's send (1 MiB, never received) is in flight.
+ * Only then does rank 0 look: whichever it reads first, the provider's
+ * error on the send (libfabric 2.x's tcp;ofi_rxm fails it) or the notice
+ * already on the control socket, it fails with the mismatch, rank 1's call
+ * kept for the message naming both. */
+static int closed_main(int rank, int n, void *arg)
+{
+    struct job *j = arg;
+    struct loom_tx *tx;
+    int rc = setup_linked(j, rank, n, &tx);
+    if (rc)
+        return rc;
+    uint8_t got = 0;
+    struct loom_tx_req r[2];
+    uint8_t big[1024] = {0};
+    size_t len = sizeof big;
+    double until = mp_now() + 10.0;
+    if (rank == 1) {
+        while (!__atomic_load_n(&j->v[0][0], __ATOMIC_ACQUIRE) && mp_now() < until)
+            usleep(1000);
+        tx->notice_seq = 2;
+        tx->notice_desc = 0x41;
+        tx->notice_count = 7;
+        tx->notice_culprit = 0;
+        tx->ops->shutdown(tx, LOOM_ERROR_MISMATCH);
+        teardown(tx);
+        __atomic_store_n(&j->v[1][0], 1, __ATOMIC_RELEASE);
+        return 0;
+    }
+    __atomic_store_n(&j->v[0][0], 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&j->v[1][0], __ATOMIC_ACQUIRE) && mp_now() < until)
+        usleep(1000);
+    /* two messages (the first, taken by this rank's kernel, draws a reset
+     * from the closed socket, the second the provider's error) and a
+     * receive that nothing answers, as in a call */
+    struct loom_tx_req rr;
+    if (post(tx, &r[0], 1, 1, big, len, 2) || post(tx, &r[1], 1, 1, big, len, 2) ||
+        post(tx, &rr, 1, 0, &got, 1, 2)) {
+        snprintf(j->err[rank], ERRSLOT, "posting: %s", tx->errmsg);
+        return 21;
+    }
+    /* as the core waits: spinning on progress(0), which reads the
+     * completion queue every time and the control sockets now and then */
+    loom_result_t res = LOOM_SUCCESS;
+    until = mp_now() + 10.0;
+    while (res == LOOM_SUCCESS && !rr.done && mp_now() < until)
+        res = tx->ops->progress(tx, 0);
+    if (res == LOOM_SUCCESS)
+        res = rr.done ? rr.status : LOOM_ERROR_TIMEOUT;
+    if (res != LOOM_ERROR_MISMATCH || !tx->mismatch.valid || tx->mismatch.peer != 1 ||
+        tx->mismatch.tag != 2 || tx->mismatch.desc != 0x41 || tx->mismatch.count != 7) {
+        snprintf(j->err[rank], ERRSLOT, "%s (mismatch %s): %s", loom_result_string(res),
+                 tx->mismatch.valid ? "kept" : "lost", tx->errmsg);
+        return 22;
+    }
+    teardown(tx);
+    return 0;
+}
+
+START_TEST(test_notice_then_closed)
+{
+    if (!provider_or_skip(_i))
+        return;
+    struct job *j = job_new(_i);
+    job_end(j, mp_run(2, closed_main, j, 30.0, 0), 2);
 }
 END_TEST
 
@@ -880,6 +964,7 @@ static Suite *ofi_suite(void)
         {"realloc", test_free_and_reallocate, NPROV},
         {"length", test_length_checked, NPROV},
         {"notice", test_notice_after_data, NPROV},
+        {"closed", test_notice_then_closed, NPROV},
         {"mismatch", test_comm_mismatch, NPROV},
         {"counts", test_comm_counts_differ, NPROV},
         {"kill", test_killed_rank_named, NPROV},
