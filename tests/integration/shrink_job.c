@@ -127,6 +127,8 @@ int main(int argc, char **argv)
             if (first == exclude) { /* an excluded rank does not take part */
                 loom_comm_destroy(comm);
                 printf("DONE excluded\n");
+                free(buf);
+                free(members);
                 return 0;
             }
         }
@@ -136,6 +138,8 @@ int main(int argc, char **argv)
             printf("ERROR shrink: %s: %s\n", loom_result_string(res),
                    loom_get_error_string(NULL));
             loom_comm_destroy(comm);
+            free(buf);
+            free(members);
             return 3;
         }
         double t_destroy = wall();

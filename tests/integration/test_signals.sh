@@ -33,6 +33,9 @@ if [ ! -x "$prog" ] || [ ! -x "$info" ]; then
 fi
 work=$(mktemp -d)
 pids=
+# the test is what a rank does on a signal: a sanitizer's own SIGSEGV
+# handler (abort, 134) must stay out of the way
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0"
 cleanup() {
     for p in $pids; do
         kill -KILL "$p" 2>/dev/null
