@@ -25,8 +25,8 @@ man/loom-perf.1: $(srcdir)/man/loom-perf.1.in Makefile
 # The documents (each is also in EXTRA_DIST, from its module's fragment).
 doc_DATA = README.md docs/launch.md docs/perf.md docs/probe.md \
 	docs/ranktable.md docs/shm.md docs/testing.md docs/hccl.md \
-	docs/streams.md docs/rdma.md docs/ofi.md docs/scale.md
-EXTRA_DIST += docs/launch.md
+	docs/streams.md docs/rdma.md docs/ofi.md docs/scale.md docs/shrink.md
+EXTRA_DIST += docs/launch.md docs/shrink.md
 
 # After `make install` (distcheck runs it): the pages and documents are
 # there and render, installed programs run, and a program built against
