@@ -18,6 +18,18 @@ void loom_shm_publish(struct loom_shm *s, const void *send, const void *recv)
     loom_shm_bump(s); /* release: the addresses are visible with the epoch */
 }
 
+loom_result_t loom_shm_publish_slice(struct loom_shm_ctx *x, uint32_t *epoch, uint64_t *off,
+                                     uint64_t *len)
+{
+    struct loom_shm *s = x->s;
+    *epoch = s->epoch;
+    loom_shm_publish(s, x->op->sendbuf, x->op->recvbuf);
+    loom_result_t res = loom_shm_wait_all(x, *epoch + 1);
+    if (res >= 0)
+        loom_shm_slice(x->op->count, s->n, s->me, off, len);
+    return res;
+}
+
 /* Reads peers through s->tmp (see shm_priv.h). */
 loom_result_t loom_shm_reduce_range(struct loom_shm_ctx *x, char *dst, const char *mine,
                                   uint64_t off, uint64_t len)
@@ -58,13 +70,11 @@ loom_result_t loom_shm_cma_allreduce(struct loom_shm_ctx *x, const struct loom_s
     size_t es = loom_dtype_size(op->dtype);
     const char *send = op->sendbuf;
     char *recv = op->recvbuf;
-    uint32_t e = s->epoch;
-    loom_shm_publish(s, send, recv);
-    loom_result_t res = loom_shm_wait_all(x, e + 1);
+    uint32_t e;
+    uint64_t off, len;
+    loom_result_t res = loom_shm_publish_slice(x, &e, &off, &len);
     if (res < 0)
         return res;
-    uint64_t off, len;
-    loom_shm_slice(op->count, s->n, s->me, &off, &len);
     res = loom_shm_reduce_range(x, recv + off * es, send + off * es, off, len);
     if (res < 0)
         return res;

@@ -39,13 +39,11 @@ loom_result_t loom_shm_push_allreduce(struct loom_shm_ctx *x, const struct loom_
     size_t es = loom_dtype_size(op->dtype);
     const char *send = op->sendbuf;
     char *recv = op->recvbuf;
-    uint32_t e = s->epoch;
-    loom_shm_publish(s, send, recv);
-    loom_result_t res = loom_shm_wait_all(x, e + 1);
+    uint32_t e;
+    uint64_t off, len;
+    loom_result_t res = loom_shm_publish_slice(x, &e, &off, &len);
     if (res < 0)
         return res;
-    uint64_t off, len;
-    loom_shm_slice(op->count, s->n, s->me, &off, &len);
     /* at least one pass: mid is a collective every rank must join */
     uint64_t step = mid ? (len ? len : 1) : LOOM_SHM_CHUNK / es, c = 0;
     do {

@@ -150,6 +150,11 @@ loom_result_t loom_shm_reduce_range(struct loom_shm_ctx *x, char *dst, const cha
                                     uint64_t off, uint64_t len);
 /* Publish this op's buffers and finish the phase. */
 void loom_shm_publish(struct loom_shm *s, const void *send, const void *recv);
+/* The first phase of the sliced collectives (read and push paths): publish
+ * this op's buffers, wait until every local rank has, and give the epoch the
+ * op started at and this rank's slice of op->count. */
+loom_result_t loom_shm_publish_slice(struct loom_shm_ctx *x, uint32_t *epoch, uint64_t *off,
+                                     uint64_t *len);
 /* Local index of comm rank r. */
 int loom_shm_local_of(const struct loom_shm *s, int r);
 
