@@ -37,16 +37,26 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 bdir=${2:-$top/build-$mode}
 "$top/scripts/build.sh" "$bdir" --disable-shared CFLAGS="$flags" LDFLAGS="$ldflags"
 
-tests=${SANITIZE_TESTS:-"tests/unit/check_tcp tests/unit/check_bootstrap tests/unit/check_coll
-    tests/unit/check_verbs tests/integration/test_coll_verbs.sh
-    tests/unit/check_ofi tests/integration/test_coll_ofi.sh
-    tests/integration/test_coll tests/integration/test_comm tests/integration/test_group
-    tests/integration/test_coll_two_server.sh tests/integration/test_soak tests/netns/run.sh
-    tests/integration/test_stage adapters/cuda/tests/check_cuda"}
+# The unit suites (every check_* program the build has) and the multi-process
+# C tests; not the Python, torch, example, man-page or benchmark scripts (no
+# sanitized interpreter) nor the namespace and probe runs of the same code.
+# TSan, 5-15x slower, takes the collective matrix over tcp and the verbs
+# model, not over every ofi provider.
+integration="tests/integration/test_coll tests/integration/test_comm
+    tests/integration/test_group tests/integration/test_stage tests/integration/test_soak
+    tests/integration/test_coll_two_server.sh"
+[ "$mode" = asan ] && integration="$integration tests/integration/test_algos
+    tests/integration/test_shm tests/integration/test_kill_two_server.sh
+    tests/integration/test_coll_ofi.sh tests/integration/test_shrink.sh
+    compat/hccl/tests/test_hccl.sh tests/netns/run.sh"
+[ "$mode" = tsan ] && integration="$integration tests/integration/test_coll_verbs.sh"
 # build the test programs, then keep only the tests this build has (some
 # need Check)
 make -C "$bdir" -j"$(nproc)" check TESTS= >>"$bdir/make.out" 2>&1 || {
     tail -50 "$bdir/make.out"; exit 1; }
+units=$(cd "$bdir" && find . \( -path ./python -o -name .libs \) -prune -o -type f -perm -u+x -name 'check_*' \
+        ! -name '*.*' -print | sed 's|^\./||' | sort)
+tests=${SANITIZE_TESTS:-$units $integration}
 list=""
 for t in $tests; do
     if [ -e "$bdir/$t" ] || [ -e "$top/$t" ]; then list="$list $t"; fi
@@ -65,7 +75,7 @@ rc=0
 "${run[@]}" make -C "$bdir" -j"$(nproc)" check TESTS="$list" >"$bdir/check.out" 2>&1 || rc=$?
 grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' "$bdir/check.out" || true
 for f in $(grep -lE 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:|^(FAIL|ERROR)' \
-           $(find "$bdir/tests" -name '*.log' 2>/dev/null) 2>/dev/null); do
+           $(for t in $list; do echo "$bdir/$t.log"; done) 2>/dev/null); do
     echo "==== $f"
     grep -E 'SUMMARY: (ThreadSanitizer|AddressSanitizer|UndefinedBehaviorSanitizer)|runtime error:' "$f" |
         sort | uniq -c | sort -rn | head -20 || true

@@ -2,7 +2,9 @@
 # trixie.sh - build and test this tree on Debian 13 (torch 2.6, Python 3.13,
 # GCC 14, libfabric 2.1) in a chroot, from any Debian host, as root.
 #
-# usage: scripts/trixie.sh [build|check|suite|shell]
+# usage: scripts/trixie.sh [root|build|check|suite|shell]
+#   root   make the root if needed and install its packages, nothing more
+#          (CI runs it in the background while the Debian 12 tests run)
 #   build  make the root if needed, copy the tree in, configure and build
 #   check  build, then the C unit suites and the Python and torch tests
 #          (python/tests, the pip install test, torch's suite's bounded part)
@@ -32,7 +34,8 @@ start=$(date +%s)
 say() { echo "== trixie.sh [$(( $(date +%s) - start )) s] $*"; }
 die() { echo "trixie.sh: $*" >&2; exit 1; }
 
-case $level in build|check|suite|shell) ;; *) die "unknown level '$level' (build|check|suite|shell)";; esac
+case $level in root|build|check|suite|shell) ;;
+*) die "unknown level '$level' (root|build|check|suite|shell)";; esac
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mount)"
 case $root in /*) ;; *) die "LOOM_TRIXIE_ROOT must be an absolute path, not '$root'";; esac
 case "$root/" in "$top"/*) die "the root $root must be outside the clone $top";; esac
@@ -115,6 +118,8 @@ if [ -n "$missing" ]; then
 fi
 say "root: Debian $(cat "$root/etc/debian_version"), $(in_root python3 --version), torch \
 $(in_root dpkg-query -W -f='${Version}' python3-torch)"
+
+[ "$level" = root ] && { say "done"; exit 0; }
 
 # ---- the tree, copied in; built out of tree ----
 id=$(basename "$top")-$(echo "$top" | md5sum | cut -c1-8)
