@@ -40,6 +40,8 @@ struct loom_waiter {
     int stall_warned;
     uint64_t probe_next_ns;   /* next "which call are you in?" to a blocker */
     int probe_peer;           /* asked, answer not yet read (-1 none)       */
+    uint64_t gone_since_ns;   /* when the out-of-band service first said
+                                 probe_peer is gone (0 not yet)             */
 };
 
 void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
@@ -64,6 +66,7 @@ static inline void loom_waiter_active(struct loom_waiter *w)
 {
     w->idle_since_ns = 0;
     w->spins = 0;
+    w->gone_since_ns = 0;
 }
 /* Wait until every request in reqs[0..n) is done. */
 loom_result_t loom_p2p_wait_all(struct loom_waiter *w, struct loom_tx_req *reqs,

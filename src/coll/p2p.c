@@ -21,6 +21,11 @@
  * made: a peer in another call is named as a mismatch instead of a hang,
  * whatever the transport, and a peer that is gone is named at once. */
 #define LOOM_PROBE_NS 1000000000ull
+/* A peer that left in order (its calls done, its communicator destroyed)
+ * is "gone" to the out-of-band service while what it sent may still be
+ * unread here: for this long after that verdict the transport may still
+ * deliver it, or name the end itself (a goodbye, a reset). */
+#define LOOM_GONE_GRACE_NS 1000000000ull
 
 /* The envelope: what a message's call is, sent ahead of it (and checked by
  * the receiver) when the transport does not check fingerprints itself:
@@ -44,6 +49,7 @@ void loom_waiter_init(struct loom_waiter *w, struct loom_comm *comm,
     w->stall_warned = 0;
     w->probe_next_ns = 0;
     w->probe_peer = -1;
+    w->gone_since_ns = 0;
 }
 
 static void describe_op(const struct loom_op *op, char *buf, size_t len)
@@ -200,13 +206,24 @@ static void probe_ask(struct loom_waiter *w, int peer)
 
 /* Read the answer, if any: a peer whose call of this number is another one
  * is a mismatch, named with both calls; a peer that is gone is named. */
-static loom_result_t probe_read(struct loom_waiter *w)
+static loom_result_t probe_read(struct loom_waiter *w, const struct loom_tx_req *blocker,
+                                uint64_t now)
 {
     struct loom_comm *comm = w->comm;
     int peer = w->probe_peer;
     char why[512];
     loom_result_t pe = loom_oob_peer_error(comm->oob, peer, why, sizeof why);
     if (pe < 0) {
+        if (!blocker || blocker->peer != peer) {
+            /* no longer waiting for it: a later wait asks again */
+            w->probe_peer = -1;
+            w->gone_since_ns = 0;
+            return LOOM_SUCCESS;
+        }
+        if (w->gone_since_ns == 0)
+            w->gone_since_ns = now;
+        if (now - w->gone_since_ns < LOOM_GONE_GRACE_NS)
+            return LOOM_SUCCESS;
         char what[160];
         loom_op_describe(w->op, what, sizeof what);
         comm->blame = peer;
@@ -346,7 +363,7 @@ loom_result_t loom_p2p_idle(struct loom_waiter *w,
         w->probe_next_ns = now + LOOM_PROBE_NS;
     }
     if (w->probe_peer >= 0)
-        LOOM_CHECK(probe_read(w));
+        LOOM_CHECK(probe_read(w, blocker, now));
     if (idle < (uint64_t)comm->spin_us * 1000ull)
         return LOOM_SUCCESS;
     if (idle < LOOM_YIELD_NS) {

@@ -21,6 +21,7 @@
 static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
 {
     loom_result_t res = LOOM_SUCCESS;
+    int sticky = 0;
     if (op->stream)
         res = loom_stream_op_begin(op->stream, comm, op);
     if (res < 0) {
@@ -28,7 +29,7 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
                             loom_op_kind_name(op->kind), (unsigned long long)op->seq,
                             loom_result_string(res));
     } else if ((res = loom_comm_error(comm)) < 0) {
-        /* sticky: an earlier call failed */
+        sticky = 1; /* an earlier call failed */
     } else if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)) {
         res = LOOM_ERROR_ABORTED;
     } else {
@@ -62,6 +63,16 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
             sub->tx->notice_culprit = -1;
             sub->tx->ops->shutdown(sub->tx, res);
         }
+    }
+    if (op->stream && res < 0 && !sticky && res != LOOM_ERROR_ABORTED) {
+        /* the caller of a stream's call learns only a code, at the stream's
+         * synchronize: the reason is said here, as NCCL's WARN does */
+        char msg[sizeof comm->errmsg];
+        pthread_mutex_lock(&comm->lock);
+        memcpy(msg, comm->errmsg, sizeof msg);
+        pthread_mutex_unlock(&comm->lock);
+        LOOM_WARN(LOOM_SUB_COLL, "rank %d: a call on a stream failed: %s", comm->rank,
+                  msg[0] ? msg : loom_result_string(res));
     }
     if (op->stream)
         loom_stream_op_end(op->stream, op, res);
