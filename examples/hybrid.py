@@ -99,19 +99,23 @@ def sgd_step(x, t, w1, w2, mp, dp, m):
 
 
 def whole(world, lo, w1, w2):
-    """The whole model, from the rows of W1 each rank holds (from lo on)."""
+    """The whole model, from the rows of W1 each rank holds (from lo on);
+    replicas (rows or W2 on several ranks) must be identical."""
     have, rows = np.zeros(H), np.zeros((H, D))
     have[lo:lo + len(w1)], rows[lo:lo + len(w1)] = 1, w1
     parts = world.allgather(np.concatenate([have, rows.ravel(), w2.ravel()]))
     full, got = np.zeros((H, D)), np.zeros(H, dtype=bool)
     for p in parts:
         mine = p[:H] == 1
-        full[mine] = p[H:H + H * D].reshape(H, D)[mine]
+        theirs = p[H:H + H * D].reshape(H, D)
+        assert np.array_equal(full[mine & got], theirs[mine & got]), "replicas of W1 differ"
+        assert np.array_equal(p[H + H * D:], parts[0][H + H * D:]), "replicas of W2 differ"
+        full[mine] = theirs[mine]
         got |= mine
     if not got.all():
         raise RuntimeError("rows %s of W1 were held only by ranks that died"
                            % np.flatnonzero(~got).tolist())
-    return full, parts[0][H + H * D:].reshape(O, H), parts
+    return full, parts[0][H + H * D:].reshape(O, H)
 
 
 def rank_main(a):
@@ -137,15 +141,14 @@ def rank_main(a):
                   % (member.rank, member.first, step, str(e).splitlines()[0]), flush=True)
             member.shrink(also=(mp, dp))
             step = member.agree(history.last)
-            full1, w2, _ = whole(member.comm, *history.at(step))
+            full1, w2 = whole(member.comm, *history.at(step))
             mp, dp, mp_idx, dp_idx, m, d = layout(member.comm)
             w1 = full1[mp_idx * H // m:(mp_idx + 1) * H // m].copy()
             print("rank %d (first %d): going on from step %d on %d ranks: %d data-parallel x "
                   "%d model-parallel" % (member.rank, member.first, step, member.size, d, m),
                   flush=True)
     rw1, rw2 = reference()
-    full_w1, w2, parts = whole(member.comm, mp_idx * H // m, w1, w2)
-    assert all(np.array_equal(parts[0][H:], p[H:]) for p in parts), "replicas differ"
+    full_w1, w2 = whole(member.comm, mp_idx * H // m, w1, w2)
     e1, e2 = np.abs(full_w1 - rw1).max(), np.abs(w2 - rw2).max()
     assert e1 < 1e-12 and e2 < 1e-12, "differs from the unsharded model: %g %g" % (e1, e2)
     print("rank %d (first %d, dp %d, mp %d): sharded model = unsharded model after %d steps "
