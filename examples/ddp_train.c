@@ -352,9 +352,13 @@ static int rank_main(int rank, int nranks, int port, int steps)
             continue;
         }
         check(res, p.comm, "step", rank);
-        if (kill_rank < 0 || survive(&p, &net, &hist, &step, &rank, &nranks, first) ||
-            BATCH % nranks)
+        if (kill_rank < 0 || survive(&p, &net, &hist, &step, &rank, &nranks, first))
             return 1;
+        if (BATCH % nranks) {
+            fprintf(stderr, "rank %d: the batch of %d does not split among %d ranks\n", first,
+                    BATCH, nranks);
+            return 1;
+        }
     }
     /* the single-process, full-batch reference */
     for (int step = 0; step < steps; step++) {

@@ -201,8 +201,7 @@ def run(script, args, n, port, kill, at_step, timeout=120, store=False, env=None
         out = logs[r].read() + tail
         logs[r].close()
         results.append((r, p.returncode, out.decode(errors="replace")))
-    if host is not None:
-        del host
+    del host  # the store served until every rank was done
     for f in os.listdir(tmp):
         os.remove(os.path.join(tmp, f))
     os.rmdir(tmp)
