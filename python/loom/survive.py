@@ -37,8 +37,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 from . import MIN, LoomError
 
 __all__ = ["Member", "History", "stop_point", "store", "run"]
@@ -88,6 +86,7 @@ class Member:
 
     def agree(self, step):
         """The least of every member's ``step`` (collective over them)."""
+        import numpy as np  # here: the rest of the module runs without it
         v = np.array([step], dtype=np.int64)
         self.comm.allreduce(v, op=MIN)
         return int(v[0])
