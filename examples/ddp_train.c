@@ -3,6 +3,7 @@
  *
  *   ddp_train -n 4            start 4 ranks (processes) on this host
  *   ddp_train -n 4 -s 50      ... for 50 steps
+ *   ddp_train -n 4 -k 1       ... through a kill -9 of rank 1 mid-training
  *
  * N ranks train the same 3-layer MLP (float32) from the same seed, each on
  * its share of a fixed global batch. Backward produces gradients from the
@@ -13,7 +14,15 @@
  * request per bucket tells when it is done; the optimizer step waits for
  * all. At the end every rank checks that its parameters equal every other
  * rank's (bit for bit) and a single-process full-batch run it computes
- * itself (float tolerance). Exit status 0 when they do. */
+ * itself (float tolerance). Exit status 0 when they do.
+ *
+ * With -k R the parent kills rank R with SIGKILL by its PID halfway through
+ * (R waits for it there, so the others are mid-step whatever the machine's
+ * speed). The survivors see the step fail, revoke the communicator, shrink
+ * it to the live ranks (docs/shrink.md), go back to the latest step all of
+ * them completed (a failed step may have completed on some ranks), take
+ * their shares of the batch anew and train on: the same checks hold. */
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -186,6 +195,79 @@ struct ddp {
     loom_request_t req[NLAYERS];
 };
 
+/* -k: the parent's end of a pipe that the rank to kill writes to when it
+ * is where it waits to be killed, and that rank and step */
+static int kill_fd = -1, kill_rank = -1, kill_step = -1;
+
+/* The parameters, flat (every layer's w then b), after a completed step:
+ * ranks joined by an allreduce each step are at most one step apart, so
+ * the last two steps' suffice to go back to the one every survivor has. */
+struct history {
+    int step[2];
+    float *params[2];
+};
+
+static size_t nparams(void)
+{
+    size_t n = 0;
+    for (int k = 0; k < NLAYERS; k++)
+        n += (size_t)(dims[k] * dims[k + 1] + dims[k + 1]);
+    return n;
+}
+
+static void params_copy(struct net *n, float *flat, int save)
+{
+    for (int k = 0; k < NLAYERS; k++) {
+        struct layer *L = &n->l[k];
+        size_t nw = (size_t)(L->in * L->out), nb = (size_t)L->out;
+        memcpy(save ? flat : L->w, save ? L->w : flat, sizeof(float) * nw);
+        memcpy(save ? flat + nw : L->b, save ? L->b : flat + nw, sizeof(float) * nb);
+        flat += nw + nb;
+    }
+}
+
+static void history_commit(struct history *h, struct net *n, int step)
+{
+    h->step[step % 2] = step;
+    params_copy(n, h->params[step % 2], 1);
+}
+
+/* Revoke, shrink to the live ranks, agree on the step to go back to and
+ * restore it; *step, *rank and *nranks become the new ones. */
+static loom_result_t survive(struct ddp *p, struct net *n, struct history *h, int *step,
+                             int *rank, int *nranks, int first)
+{
+    loom_comm_t next = NULL;
+    loom_stream_synchronize(p->stream); /* the failed calls, and their error */
+    loom_comm_revoke(p->comm);          /* the others stop at once, too */
+    loom_result_t res = loom_comm_shrink(p->comm, LOOM_SHRINK_ABORT, &next);
+    loom_comm_destroy(p->comm);         /* never waits for the dead */
+    p->comm = next;
+    if (res != LOOM_SUCCESS) {
+        fprintf(stderr, "rank %d: shrink: %s: %s\n", first, loom_result_string(res),
+                loom_get_error_string(NULL));
+        return res;
+    }
+    int64_t last = *step;
+    if ((res = loom_allreduce(&last, &last, 1, LOOM_INT64, LOOM_MIN, next, NULL)) ||
+        (res = loom_comm_rank(next, rank)) || (res = loom_comm_size(next, nranks))) {
+        fprintf(stderr, "rank %d: after the shrink: %s: %s\n", first,
+                loom_result_string(res), loom_get_error_string(next));
+        return res;
+    }
+    if (h->step[last % 2] != last) {
+        fprintf(stderr, "rank %d: the parameters after step %lld are gone\n", first,
+                (long long)last);
+        return LOOM_ERROR_INTERNAL;
+    }
+    params_copy(n, h->params[last % 2], 0);
+    *step = (int)last;
+    printf("rank %d (first %d): going on with %d ranks from step %d\n", *rank, first,
+           *nranks, *step);
+    fflush(stdout);
+    return LOOM_SUCCESS;
+}
+
 /* A layer's bucket is ready: average it across ranks, without waiting. The
  * weight and bias gradients are two calls in one group; their buffers are
  * adjacent, so Loom merges them into one allreduce with no copy. */
@@ -213,6 +295,28 @@ static int check(loom_result_t res, loom_comm_t comm, const char *what, int rank
     return 1;
 }
 
+/* One step on rows [0, share) of mx, my: the buckets averaged as backward
+ * makes them, then the update. On failure nothing is updated. */
+static loom_result_t train_step(struct ddp *p, struct net *net, const float *mx,
+                                const float *my, int share)
+{
+    forward(net, mx, share);
+    /* each rank's loss is the mean over its share: averaging the gradients
+     * gives the full batch's */
+    memset(p->req, 0, sizeof p->req);
+    loom_result_t res = backward(net, my, share, share, bucket_ready, p);
+    for (int k = 0; k < NLAYERS; k++)
+        if (p->req[k]) {
+            loom_result_t r = loom_request_wait(p->req[k]);
+            if (res == LOOM_SUCCESS)
+                res = r;
+            loom_request_free(p->req[k]);
+        }
+    if (res == LOOM_SUCCESS)
+        sgd(net);
+    return res;
+}
+
 static int rank_main(int rank, int nranks, int port, int steps)
 {
     char url[64];
@@ -223,25 +327,41 @@ static int rank_main(int rank, int nranks, int port, int steps)
         return 1;
     static float x[BATCH * D_IN], y[BATCH * D_OUT];
     data(x, y);
-    int share = BATCH / nranks;
-    const float *mx = x + rank * share * D_IN, *my = y + rank * share * D_OUT;
+    const int first = rank;
 
     struct net net, ref;
     net_init(&net);
     net_init(&ref);
-    for (int step = 0; step < steps; step++) {
-        forward(&net, mx, share);
-        /* each rank's loss is the mean over its share: averaging the
-         * gradients gives the full batch's */
-        if (check(backward(&net, my, share, share, bucket_ready, &p), p.comm, "bucket", rank))
-            return 1;
-        for (int k = 0; k < NLAYERS; k++) {
-            if (check(loom_request_wait(p.req[k]), p.comm, "bucket allreduce", rank))
+    struct history hist = {{-1, -1}, {malloc(sizeof(float) * nparams()),
+                                      malloc(sizeof(float) * nparams())}};
+    if (!hist.params[0] || !hist.params[1])
+        return 1;
+    history_commit(&hist, &net, 0);
+    for (int step = 0; step < steps;) {
+        if (first == kill_rank && step == kill_step) {
+            /* tell the parent, and wait for its SIGKILL (alarm bounds it) */
+            if (write(kill_fd, "k", 1) != 1)
                 return 1;
-            loom_request_free(p.req[k]);
+            pause();
         }
-        sgd(&net);
-        /* the single-process, full-batch reference */
+        int share = BATCH / nranks;
+        loom_result_t res = train_step(&p, &net, x + rank * share * D_IN,
+                                       y + rank * share * D_OUT, share);
+        if (res == LOOM_SUCCESS) {
+            history_commit(&hist, &net, ++step);
+            continue;
+        }
+        check(res, p.comm, "step", rank);
+        if (kill_rank < 0 || survive(&p, &net, &hist, &step, &rank, &nranks, first))
+            return 1;
+        if (BATCH % nranks) {
+            fprintf(stderr, "rank %d: the batch of %d does not split among %d ranks\n", first,
+                    BATCH, nranks);
+            return 1;
+        }
+    }
+    /* the single-process, full-batch reference */
+    for (int step = 0; step < steps; step++) {
         forward(&ref, x, BATCH);
         backward(&ref, y, BATCH, BATCH, NULL, NULL);
         sgd(&ref);
@@ -273,9 +393,11 @@ static int rank_main(int rank, int nranks, int port, int steps)
     }
     int ok = !differ && maxdiff <= 1e-5f;
     if (rank == 0 || !ok)
-        printf("rank %d: %d ranks, %d steps: parameters identical across ranks: %s, "
-               "max |ddp - single process| %.2e: %s\n", rank, nranks, steps,
+        printf("rank %d (first %d): %d ranks, %d steps: parameters identical across ranks: "
+               "%s, max |ddp - single process| %.2e: %s\n", rank, first, nranks, steps,
                differ ? "no" : "yes", (double)maxdiff, ok ? "ok" : "FAILED");
+    free(hist.params[0]);
+    free(hist.params[1]);
     net_free(&net);
     net_free(&ref);
     loom_stream_destroy(p.stream);
@@ -304,15 +426,31 @@ static int pick_port(void)
 int main(int argc, char **argv)
 {
     int nranks = 2, steps = 20, timeout = 60, opt;
-    while ((opt = getopt(argc, argv, "n:s:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:s:t:k:")) != -1) {
         switch (opt) {
         case 'n': nranks = atoi(optarg); break;
         case 's': steps = atoi(optarg); break;
         case 't': timeout = atoi(optarg); break;
+        case 'k': kill_rank = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-n ranks] [-s steps] [-t timeout_s]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n ranks] [-s steps] [-t timeout_s] "
+                    "[-k rank_to_kill]\n", argv[0]);
             return 2;
         }
+    }
+    int pipefd[2] = {-1, -1};
+    if (kill_rank >= 0) {
+        if (kill_rank >= nranks || nranks < 2 || steps < 2 || BATCH % (nranks - 1)) {
+            fprintf(stderr, "%s: -k needs a rank below -n, -s 2 or more, and the batch of "
+                    "%d to split among -n minus one ranks\n", argv[0], BATCH);
+            return 2;
+        }
+        if (pipe(pipefd) != 0 || fcntl(pipefd[0], F_SETFL, O_NONBLOCK) != 0) {
+            perror("pipe");
+            return 2;
+        }
+        kill_fd = pipefd[1];
+        kill_step = steps / 2;
     }
     if (nranks < 1 || BATCH % nranks) {
         fprintf(stderr, "%s: -n must divide the batch of %d\n", argv[0], BATCH);
@@ -338,17 +476,30 @@ int main(int argc, char **argv)
             _exit(rc);
         }
     }
-    int failed = 0, left = nranks;
+    int failed = 0, left = nranks, killed = 0;
     time_t deadline = time(NULL) + timeout;
     while (left > 0) {
         int st;
+        char c;
+        if (kill_rank >= 0 && !killed && pids[kill_rank] > 0 &&
+            read(pipefd[0], &c, 1) == 1) {
+            kill(pids[kill_rank], SIGKILL); /* by PID; it waits for this */
+            printf("parent: killed rank %d (pid %d) at step %d\n", kill_rank,
+                   (int)pids[kill_rank], kill_step);
+            fflush(stdout);
+            killed = 1;
+        }
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid > 0) {
             left--;
-            failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
             for (int r = 0; r < nranks; r++)
-                if (pids[r] == pid)
+                if (pids[r] == pid) {
                     pids[r] = 0;
+                    if (r == kill_rank)
+                        failed |= !killed || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL;
+                    else
+                        failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+                }
             continue;
         }
         if (time(NULL) > deadline) {
@@ -359,6 +510,10 @@ int main(int argc, char **argv)
             return 1;
         }
         usleep(2000);
+    }
+    if (kill_rank >= 0 && !killed) {
+        fprintf(stderr, "%s: rank %d never reached step %d\n", argv[0], kill_rank, kill_step);
+        failed = 1;
     }
     return failed;
 }

@@ -5,6 +5,7 @@ a synthetic problem with backend "loom", and every rank checks its result.
     python3 ddp_train.py --nprocs 4          # starts 4 ranks itself
     python3 ddp_train.py --nprocs 4 --sizes 2,3,4   # also on groups of 2 and 3
     python3 ddp_train.py --rank R --world-size N --port P   # one rank
+    python3 ddp_train.py --nprocs 4 --survive  # through a kill -9 of rank 1
 
 Torch scripts use Loom unchanged but for the backend's name:
 
@@ -23,6 +24,14 @@ global batch, in several ways, and checks after K steps that:
 Ways: plain DDP; find_unused_parameters=True with a branch used every other
 step; fp16 and bf16 compression comm hooks; no_sync() accumulation over two
 micro-batches. Exit status 0 when every check passed.
+
+With --survive (plain DDP only), the launcher kills rank 1 with SIGKILL
+mid-training; the survivors catch the error, shrink (loom.survive: a Loom
+communicator beside torch's group agrees on who is alive), go back to the
+latest step they all completed, make a new group through a store that
+survives (the launcher's) and a new DDP on it, and train on. At the end each
+survivor checks that its parameters equal every other survivor's and the
+single-process run without any failure (docs/shrink.md).
 """
 import argparse
 import os
@@ -177,11 +186,74 @@ def rank_main(a):
     return 1 if failures else 0
 
 
-def launch(n, sizes, timeout):
+def survive_main(a):
+    """--survive: plain DDP trained through the loss of a rank."""
+    torch.set_num_threads(1)
+    import loom
+    import loom.survive as S
+    import loom.torch  # noqa: F401 (registers backend "loom")
+    store = S.store(a.world_size)
+    member = S.Member(loom.init("tcp://127.0.0.1:%d" % a.port, a.world_size, a.rank))
+    model = new_model()
+    history = S.History(keep=2)  # one group: ranks are at most a step apart
+    history.commit(0, flat(model))
+
+    def new_ddp():
+        dist.init_process_group("loom", store=dist.PrefixStore("gen%d" % member.gen, store),
+                                rank=member.rank, world_size=member.size)
+        # its constructor broadcasts rank 0's parameters: the same everywhere
+        return DDP(model), torch.optim.SGD(model.parameters(), lr=LR)
+
+    ddp, opt = new_ddp()
+    x, y = data()
+    step = 0
+    while step < STEPS:
+        S.stop_point(member.first, step)
+        share = BATCH // member.size
+        lo = member.rank * share
+        try:
+            opt.zero_grad()
+            nn.functional.mse_loss(ddp(x[lo:lo + share], True), y[lo:lo + share]).backward()
+            opt.step()
+            step += 1
+            history.commit(step, flat(model))
+        except RuntimeError as e:
+            print("rank %d (first %d): step %d failed: %s" % (
+                member.rank, member.first, step, str(e).splitlines()[0]), flush=True)
+            member.shrink()
+            step = member.agree(history.last)
+            torch.nn.utils.vector_to_parameters(history.at(step), model.parameters())
+            dist.destroy_process_group()
+            ddp, opt = new_ddp()
+            print("rank %d (first %d): going on with %d ranks from step %d"
+                  % (member.rank, member.first, member.size, step), flush=True)
+    mine = flat(model)
+    every = [torch.empty_like(mine) for _ in range(member.size)]
+    dist.all_gather(every, mine)  # through Loom
+    same = all(torch.equal(every[0], e) for e in every)
+    d_ref = (mine - reference("plain")).abs().max().item()
+    ok = same and d_ref <= 1e-5
+    print("rank %d (first %d): %d survivors after %d steps, identical: %s, max |loom - "
+          "single process| %.2e: %s" % (member.rank, member.first, member.size, STEPS, same,
+                                        d_ref, "ok" if ok else "FAILED"), flush=True)
+    dist.destroy_process_group()
+    member.close()
+    return 0 if ok else 1
+
+
+def launch(n, sizes, timeout, survive=False):
     """Start n ranks of this script; kill them by PID if they outlive timeout."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                     "python", "tests"))
     import launch as L
+    if survive:
+        import loom.survive as S
+        ok, results = S.run(os.path.abspath(__file__), ["--survive"], n, L.free_port(),
+                            kill=1, at_step=STEPS // 2, timeout=timeout, store=True)
+        for r, rc, out in results:
+            if ok and r != 1:
+                sys.stdout.write(out)
+        return 0 if ok else 1
     extra = ["--sizes", sizes] if sizes else []
     ok, results = L.run(os.path.abspath(__file__), extra, n, timeout=timeout)
     for r, rc, out in results:
@@ -195,14 +267,16 @@ def main():
     p.add_argument("--nprocs", type=int, help="start this many ranks")
     p.add_argument("--sizes", help="train on the first N ranks for each N of this list "
                    "(default: all of them), e.g. 2,3,4")
+    p.add_argument("--survive", action="store_true",
+                   help="train through a kill -9 of rank 1 (plain DDP)")
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
     p.add_argument("--port", type=int)
     a = p.parse_args()
     if a.nprocs:
-        return launch(a.nprocs, a.sizes, a.timeout)
-    return rank_main(a)
+        return launch(a.nprocs, a.sizes, a.timeout, a.survive)
+    return survive_main(a) if a.survive else rank_main(a)
 
 
 if __name__ == "__main__":

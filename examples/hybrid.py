@@ -17,6 +17,14 @@ the sharded model equals the unsharded one trained on the whole batch by a
 single process (computed by the rank itself), and that the replicas agree.
 
     python3 hybrid.py --nprocs 4
+    python3 hybrid.py --nprocs 4 --survive
+
+With --survive the launcher kills rank 1 with SIGKILL mid-training. The
+survivors revoke their communicators, shrink the world (loom.survive), go
+back to the latest step all of them completed, put the whole model together
+from the rows of W1 each holds, and train on in the layout their number
+allows (3 ranks: 3 data-parallel replicas of the whole model, the batch in
+uneven parts); the same checks then hold.
 """
 import argparse
 import os
@@ -56,49 +64,97 @@ def reference():
     return w1, w2
 
 
-def rank_main(a):
-    world = loom.init("tcp://127.0.0.1:%d" % a.port, a.world_size, a.rank)
-    assert world.size == 4, "this example runs on 4 ranks"
-    r = world.rank
-    dp_idx, mp_idx = r // 2, r % 2
-    mp = world.split(dp_idx, key=mp_idx)   # the model-parallel pair
-    dp = world.split(mp_idx, key=dp_idx)   # the data-parallel pair
+def layout(world):
+    """Model-parallel pairs when the ranks pair up (else each rank holds the
+    whole model), data parallel across them: (mp, dp, mp_idx, dp_idx, m, d)."""
+    n, r = world.size, world.rank
+    m = 2 if n % 2 == 0 else 1
+    dp_idx, mp_idx = r // m, r % m
+    mp = world.split(dp_idx, key=mp_idx)   # the model-parallel group
+    dp = world.split(mp_idx, key=dp_idx)   # the data-parallel group
     assert mp.rank == mp_idx and dp.rank == dp_idx
+    return mp, dp, mp_idx, dp_idx, m, n // m
+
+
+def sgd_step(x, t, w1, w2, mp, dp, m):
+    """One step on this rank's rows x of the batch and rows of W1."""
+    hs = H // m
+    # forward: local part of the hidden layer, then allgather the parts
+    h_mine = x @ w1.T                                   # [rows, H/m]
+    h = np.concatenate(list(mp.allgather(np.ascontiguousarray(h_mine))), axis=1)
+    a_ = np.maximum(h, 0)
+    dy = (a_ @ w2.T - t) / BATCH                        # the whole batch's mean
+    g2 = dy.T @ a_
+    dh = (dy @ w2) * (h > 0)                            # [rows, H], replicated
+    # backward through the allgather: reduce-scatter (avg) of the
+    # replicated gradient gives each rank its features' part
+    blocks = np.ascontiguousarray(np.stack([dh[:, k * hs:(k + 1) * hs] for k in range(m)]))
+    dh_mine = mp.reduce_scatter(blocks, op=loom.AVG).reshape(len(x), hs)
+    g1 = dh_mine.T @ x                                  # [H/m, D]
+    # data parallel: the sum over the parts of the batch
+    with loom.group():  # both gradients in one op
+        dp.allreduce(g1)
+        dp.allreduce(g2)
+    return w1 - LR * g1, w2 - LR * g2
+
+
+def whole(world, lo, w1, w2):
+    """The whole model, from the rows of W1 each rank holds (from lo on);
+    replicas (rows or W2 on several ranks) must be identical."""
+    have, rows = np.zeros(H), np.zeros((H, D))
+    have[lo:lo + len(w1)], rows[lo:lo + len(w1)] = 1, w1
+    parts = world.allgather(np.concatenate([have, rows.ravel(), w2.ravel()]))
+    full, got = np.zeros((H, D)), np.zeros(H, dtype=bool)
+    for p in parts:
+        mine = p[:H] == 1
+        theirs = p[H:H + H * D].reshape(H, D)
+        assert np.array_equal(full[mine & got], theirs[mine & got]), "replicas of W1 differ"
+        assert np.array_equal(p[H + H * D:], parts[0][H + H * D:]), "replicas of W2 differ"
+        full[mine] = theirs[mine]
+        got |= mine
+    if not got.all():
+        raise RuntimeError("rows %s of W1 were held only by ranks that died"
+                           % np.flatnonzero(~got).tolist())
+    return full, parts[0][H + H * D:].reshape(O, H)
+
+
+def rank_main(a):
+    import loom.survive as S
+    member = S.Member(loom.init("tcp://127.0.0.1:%d" % a.port, a.world_size, a.rank))
+    assert member.size == 4, "this example runs on 4 ranks"
+    mp, dp, mp_idx, dp_idx, m, d = layout(member.comm)
     x, t, w1, w2 = problem()
-    half = BATCH // 2
-    x, t = x[dp_idx * half:(dp_idx + 1) * half], t[dp_idx * half:(dp_idx + 1) * half]
-    hs = H // 2
-    w1 = w1[mp_idx * hs:(mp_idx + 1) * hs].copy()   # this rank's rows of W1
-    for _ in range(STEPS):
-        # forward: local half of the hidden layer, then allgather the halves
-        h_mine = x @ w1.T                                   # [half, H/2]
-        parts = mp.allgather(np.ascontiguousarray(h_mine))  # [2, half, H/2]
-        h = np.concatenate(list(parts), axis=1)             # [half, H]
-        a_ = np.maximum(h, 0)
-        dy = (a_ @ w2.T - t) / half                         # mean over my batch
-        g2 = dy.T @ a_
-        dh = (dy @ w2) * (h > 0)                            # [half, H], replicated
-        # backward through the allgather: reduce-scatter (avg) of the
-        # replicated gradient gives each rank its features' half
-        blocks = np.ascontiguousarray(np.stack([dh[:, :hs], dh[:, hs:]]))  # [2, half, H/2]
-        dh_mine = mp.reduce_scatter(blocks, op=loom.AVG).reshape(half, hs)
-        g1 = dh_mine.T @ x                                  # [H/2, D]
-        # data parallel: average over the two halves of the batch
-        with loom.group():  # both gradients in one op
-            dp.allreduce(g1, op=loom.AVG)
-            dp.allreduce(g2, op=loom.AVG)
-        w1 -= LR * g1
-        w2 -= LR * g2
+    w1 = w1[mp_idx * H // m:(mp_idx + 1) * H // m].copy()   # this rank's rows of W1
+    history = S.History(keep=3)  # ranks are up to two steps apart (dp after mp)
+    step = 0
+    while step < STEPS:
+        S.stop_point(member.first, step)
+        rows = np.array_split(np.arange(BATCH), d)[dp_idx]
+        try:
+            w1, w2 = sgd_step(x[rows], t[rows], w1, w2, mp, dp, m)
+            step += 1
+            history.commit(step, (mp_idx * H // m, w1, w2))
+        except loom.LoomError as e:
+            if not a.survive:
+                raise
+            print("rank %d (first %d): step %d failed: %s"
+                  % (member.rank, member.first, step, str(e).splitlines()[0]), flush=True)
+            member.shrink(also=(mp, dp))
+            step = member.agree(history.last)
+            full1, w2 = whole(member.comm, *history.at(step))
+            mp, dp, mp_idx, dp_idx, m, d = layout(member.comm)
+            w1 = full1[mp_idx * H // m:(mp_idx + 1) * H // m].copy()
+            print("rank %d (first %d): going on from step %d on %d ranks: %d data-parallel x "
+                  "%d model-parallel" % (member.rank, member.first, step, member.size, d, m),
+                  flush=True)
     rw1, rw2 = reference()
-    full_w1 = np.concatenate(list(mp.allgather(w1)))
-    same = world.allgather(np.concatenate([full_w1.ravel(), w2.ravel()]))
-    assert all(np.array_equal(same[0], s) for s in same), "replicas differ"
+    full_w1, w2 = whole(member.comm, mp_idx * H // m, w1, w2)
     e1, e2 = np.abs(full_w1 - rw1).max(), np.abs(w2 - rw2).max()
     assert e1 < 1e-12 and e2 < 1e-12, "differs from the unsharded model: %g %g" % (e1, e2)
-    print("rank %d (dp %d, mp %d): sharded model = unsharded model after %d steps "
-          "(max |diff| W1 %.1e, W2 %.1e); replicas identical" % (r, dp_idx, mp_idx, STEPS,
-                                                                 e1, e2))
-    for c in (mp, dp, world):
+    print("rank %d (first %d, dp %d, mp %d): sharded model = unsharded model after %d steps "
+          "(max |diff| W1 %.1e, W2 %.1e); replicas identical"
+          % (member.rank, member.first, dp_idx, mp_idx, STEPS, e1, e2))
+    for c in (mp, dp, member):
         c.close()
     return 0
 
@@ -106,6 +162,8 @@ def rank_main(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nprocs", type=int, help="start this many ranks (4)")
+    p.add_argument("--survive", action="store_true",
+                   help="train through a kill -9 of rank 1")
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
@@ -115,7 +173,14 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                         "python", "tests"))
         import launch as L
-        ok, results = L.run(os.path.abspath(__file__), [], a.nprocs, timeout=a.timeout)
+        if a.survive:
+            import loom.survive as S
+            ok, results = S.run(os.path.abspath(__file__), ["--survive"], a.nprocs,
+                                L.free_port(), kill=1, at_step=STEPS // 2,
+                                timeout=a.timeout)
+            results = [res for res in results if res[0] != 1]
+        else:
+            ok, results = L.run(os.path.abspath(__file__), [], a.nprocs, timeout=a.timeout)
         if ok:
             for _, _, out in results:
                 sys.stdout.write(out)

@@ -11,6 +11,11 @@ Stage 2 trains on 2 ranks: a group of ranks 0 and 1 (loom split) takes
 Every rank checks its tensors against numpy (np.concatenate, np.split).
 
     python3 reshard.py --nprocs 4
+    python3 reshard.py --nprocs 4 --survive
+
+With --survive the launcher kills rank 1 (one of stage 2's ranks) with
+SIGKILL once the checkpoint is merged: the split fails, the survivors
+shrink the world (loom.survive) and the first two of them take stage 2.
 """
 import argparse
 import os
@@ -51,7 +56,9 @@ OLD_RANKS, NEW_RANKS = 4, 2
 
 
 def rank_main(a):
-    comm = loom.init("tcp://127.0.0.1:%d" % a.port, a.world_size, a.rank)
+    import loom.survive as S
+    member = S.Member(loom.init("tcp://127.0.0.1:%d" % a.port, a.world_size, a.rank))
+    comm = member.comm
     r = comm.rank
     assert comm.size == OLD_RANKS, "this example runs on %d ranks" % OLD_RANKS
     # stage 1: this rank's checkpoint slices, as training left them
@@ -66,7 +73,20 @@ def rank_main(a):
             "merged %s differs from numpy" % name
     # stage 2: ranks 0 and 1 form the new job; rank 0 holds the merged
     # checkpoint and scatters [4, 8] slices (np.split along axis 0)
-    new = comm.split(0 if r < NEW_RANKS else -1)  # -1: not in the new job
+    S.stop_point(r, 1)  # where --survive kills rank 1: stage 1 is merged
+    while True:
+        try:
+            new = member.comm.split(0 if member.rank < NEW_RANKS else -1)  # -1: not in it
+            break
+        except loom.LoomError as e:
+            if not a.survive:
+                raise
+            # every survivor holds the merged checkpoint: the first
+            # NEW_RANKS of them take stage 2
+            print("rank %d: the split failed: %s" % (r, str(e).splitlines()[0]), flush=True)
+            member.shrink()
+            print("rank %d: %d ranks left, this one is rank %d" % (r, member.size, member.rank),
+                  flush=True)
     if new is not None:
         for name in mine:
             part = np.empty((8 // NEW_RANKS, 8), dtype=np.float32)
@@ -76,14 +96,16 @@ def rank_main(a):
             print("rank %d: %s [2, 8] -> merged [8, 8] -> stage-2 slice [4, 8] rows %d..%d: ok"
                   % (r, name, 4 * new.rank, 4 * new.rank + 3))
         new.close()
-    comm.barrier()
-    comm.close()
+    member.comm.barrier()
+    member.close()
     return 0
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nprocs", type=int, help="start this many ranks (4)")
+    p.add_argument("--survive", action="store_true",
+                   help="stage 2 through a kill -9 of rank 1 after the merge")
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--rank", type=int)
     p.add_argument("--world-size", type=int)
@@ -93,7 +115,13 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                         "python", "tests"))
         import launch as L
-        ok, results = L.run(os.path.abspath(__file__), [], a.nprocs, timeout=a.timeout)
+        if a.survive:
+            import loom.survive as S
+            ok, results = S.run(os.path.abspath(__file__), ["--survive"], a.nprocs,
+                                L.free_port(), kill=1, at_step=1, timeout=a.timeout)
+            results = [res for res in results if res[0] != 1]
+        else:
+            ok, results = L.run(os.path.abspath(__file__), [], a.nprocs, timeout=a.timeout)
         if ok:
             for _, _, out in results:
                 sys.stdout.write(out)

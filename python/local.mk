@@ -6,7 +6,8 @@
 # nothing installed. `make install` puts the package in $(LOOM_PYTHONDIR)
 # (Debian: $(prefix)/lib/python3.X/dist-packages, on /usr/bin/python3's path
 # for /usr/local), its _paths.py naming $(libdir).
-LOOM_PY_SRC = python/loom/__init__.py python/loom/_lib.py python/loom/torch/__init__.py
+LOOM_PY_SRC = python/loom/__init__.py python/loom/_lib.py python/loom/torch/__init__.py \
+	python/loom/survive.py
 LOOM_TORCH_SRC = python/csrc/ProcessGroupLoom.cpp python/csrc/ProcessGroupLoom.hpp \
 	python/csrc/compat.hpp python/csrc/collectives.cpp python/csrc/module.cpp
 EXTRA_DIST += $(LOOM_PY_SRC) $(LOOM_TORCH_SRC) python/build_flags.py \
@@ -47,7 +48,7 @@ endif
 
 # the sources named in $(srcdir): VPATH would take the build tree's copies
 python/.built: $(srcdir)/python/loom/__init__.py $(srcdir)/python/loom/_lib.py \
-		$(srcdir)/python/loom/torch/__init__.py $(LOOM_TORCH_EXT) Makefile
+		$(srcdir)/python/loom/survive.py $(srcdir)/python/loom/torch/__init__.py $(LOOM_TORCH_EXT) Makefile
 	$(AM_V_GEN)$(MKDIR_P) python/loom/torch && \
 	if test "$(srcdir)" != "."; then \
 	  for f in $(LOOM_PY_SRC); do cp "$(srcdir)/$$f" "$$f" || exit 1; done; \
@@ -58,7 +59,7 @@ python/.built: $(srcdir)/python/loom/__init__.py $(srcdir)/python/loom/_lib.py \
 install-data-local:
 	$(MKDIR_P) '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch'
 	$(INSTALL_DATA) $(srcdir)/python/loom/__init__.py $(srcdir)/python/loom/_lib.py \
-	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/'
+	  $(srcdir)/python/loom/survive.py '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/'
 	$(INSTALL_DATA) $(srcdir)/python/loom/torch/__init__.py \
 	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch/'
 	printf "LIBDIR = '%s'\nWITH_CUDA = %s\n" '$(libdir)' '$(LOOM_TORCH_CUDA_PY)' \
@@ -71,6 +72,7 @@ endif
 uninstall-local:
 	rm -f '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/__init__.py' \
 	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/_lib.py' '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/_paths.py' \
+	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/survive.py' \
 	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch/__init__.py' \
 	  '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/torch/_c10d'*.so
 	rm -rf '$(DESTDIR)$(LOOM_PYTHONDIR)/loom/__pycache__' \

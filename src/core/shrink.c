@@ -58,13 +58,17 @@ LOOM_API loom_result_t loom_comm_revoke(loom_comm_t comm)
     uint8_t msg[4];
     loom_put_le32(msg, (uint32_t)(int32_t)cause);
     /* every other rank learns it from this one: a rank that talks to no
-     * one that failed still stops at once */
-    int sent = 0;
-    for (int r = 0; comm->oob && r < comm->nranks; r++)
-        if (r != comm->rank && loom_oob_peer_error(comm->oob, r, NULL, 0) == LOOM_SUCCESS &&
+     * one that failed still stops at once. Each rank starts with the ranks
+     * after it: when several revoke at once (they often do), their notices
+     * reach different ranks first rather than all rank 0 first. */
+    int sent = 0, n = comm->nranks;
+    for (int i = 1; comm->oob && i < n; i++) {
+        int r = (comm->rank + i) % n;
+        if (loom_oob_peer_error(comm->oob, r, NULL, 0) == LOOM_SUCCESS &&
             loom_oob_send(comm->oob, r, LOOM_OOB_TAG_REVOKE, msg, sizeof msg) ==
                 LOOM_SUCCESS)
             sent++;
+    }
     LOOM_INFO(LOOM_SUB_INIT, "rank %d: revoked its communicator, told %d ranks", comm->rank,
               sent);
     revoke_local(comm, "the communicator was revoked by this rank (loom_comm_revoke)");
