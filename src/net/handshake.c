@@ -51,9 +51,9 @@ void loom_hs_chal_make(const struct loom_hs_proto *p, const struct loom_auth_key
 }
 
 /* Magic and version of a 40-byte auth message the connector reads. */
-static loom_result_t msg_head_check(const struct loom_hs_proto *p, const struct loom_auth_msg *m,
-                                    uint32_t magic, const char *what, char *why,
-                                    size_t whylen)
+static loom_result_t msg_head_check(const struct loom_hs_proto *p,
+                                    const struct loom_auth_msg *m, uint32_t magic,
+                                    const char *what, char *why, size_t whylen)
 {
     if (m->magic != magic) {
         snprintf(why, whylen, "not a Loom %s socket (sent magic 0x%08x where its %s "
@@ -327,17 +327,18 @@ loom_result_t loom_hs_accept(struct loom_hs *hs, const struct loom_hs_proto *pro
         return fail(hs, LOOM_ERROR_SYSTEM, "no randomness for a challenge");
     loom_hs_chal_make(proto, key, hs->ca, hs->io);
     hs->state = HS_A_CHAL_OUT;
-    hs->out = hs->io;
     hs->io_len = LOOM_AUTH_MSG_LEN;
     hs->events = POLLOUT;
     return LOOM_SUCCESS;
 }
 
-/* Send out[done..io_len]: 1 all sent, 0 would block, <0 failed. */
+/* Send the hello (connector) or io, from done to io_len: 1 all sent, 0
+ * would block, <0 failed. */
 static int send_some(struct loom_hs *hs)
 {
+    const uint8_t *out = hs->state == HS_C_HELLO_OUT ? hs->msg : hs->io;
     while (hs->done < hs->io_len) {
-        ssize_t n = send(hs->fd, hs->out + hs->done, hs->io_len - hs->done, MSG_NOSIGNAL);
+        ssize_t n = send(hs->fd, out + hs->done, hs->io_len - hs->done, MSG_NOSIGNAL);
         if (n > 0) {
             hs->done += (size_t)n;
             hs->sent += (size_t)n;
@@ -386,6 +387,8 @@ static int recv_some(struct loom_hs *hs, uint8_t *buf, size_t want)
     return 1;
 }
 
+static int step_accept(struct loom_hs *hs);
+
 /* Accept side: the hello is refused; send why, then fail with code. */
 static int refuse(struct loom_hs *hs, loom_result_t code, const char *why)
 {
@@ -393,10 +396,9 @@ static int refuse(struct loom_hs *hs, loom_result_t code, const char *why)
     snprintf(hs->err, sizeof hs->err, "%s handshake with %s: refused its hello: %s",
              hs->proto->name, hs->peer, why);
     hs->io_len = loom_hs_refusal_make(hs->proto, hs->key, code, why, hs->io);
-    hs->out = hs->io;
     hs->done = 0;
     hs->state = HS_A_REFUSE_OUT;
-    return LOOM_HS_AGAIN;
+    return step_accept(hs);
 }
 
 static int step_accept(struct loom_hs *hs)
@@ -455,7 +457,6 @@ static int step_accept(struct loom_hs *hs)
             return refuse(hs, rc, why);
         if (loom_hs_proof_make(hs->proto, hs->key, hs->ca, hs->msg, hs->msg_len, hs->io) < 0)
             return fail(hs, LOOM_ERROR_INTERNAL, "could not compute the proof");
-        hs->out = hs->io;
         hs->io_len = LOOM_AUTH_MSG_LEN;
         hs->done = 0;
         hs->state = HS_A_PROOF_OUT;
@@ -501,7 +502,6 @@ static int step_connect(struct loom_hs *hs)
             loom_hs_hello_make(hs->proto, hs->key, hs->ca, hs->cc,
                                hs->msg + LOOM_HS_HEAD_LEN, len, hs->msg) < 0)
             return fail(hs, LOOM_ERROR_INTERNAL, "could not sign the hello");
-        hs->out = hs->msg;
         hs->io_len = hs->msg_len;
         hs->state = HS_C_HELLO_OUT;
     }

@@ -75,13 +75,13 @@ struct loom_hs {
     uint8_t io[40 + 4 + LOOM_HS_REASON_MAX];
     size_t io_len;               /* bytes wanted in io (or to send)         */
     size_t done;                 /* of io_len, or of msg_len               */
-    const uint8_t *out;          /* what is being sent                      */
     size_t received, sent;       /* bytes read from and sent to the peer    */
     char peer[96];
     char err[512];
 };
 
-/* Start a handshake on a connected non-blocking socket. peer names the other
+/* struct loom_hs holds no pointer into itself: it may be moved (copied)
+ * between steps. Start a handshake on a connected non-blocking socket. peer names the other
  * side in errors ("rank 3 (10.0.0.2:4000)"); NULL: its address. The connect
  * side copies payload (len <= proto->payload_max). timeout: seconds from now.
  * Errors: LOOM_ERROR_INVALID_ARGUMENT, LOOM_ERROR_NO_MEMORY,

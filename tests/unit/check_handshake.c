@@ -329,6 +329,7 @@ END_TEST
 /* Loopback TCP, the blocking helper on both sides (one in a thread). */
 struct acceptor {
     int lfd;
+    const struct loom_auth_key *key;
     struct verdict v;
     struct loom_hs hs;
     loom_result_t res;
@@ -339,27 +340,87 @@ static void *accept_main(void *arg)
     struct acceptor *ac = arg;
     int fd = accept(ac->lfd, NULL, NULL);
     loom_net_set_nonblock(fd);
-    ac->res = loom_hs_accept(&ac->hs, &proto, &key_a, fd, NULL, &ac->v, 10.0);
+    ac->res = loom_hs_accept(&ac->hs, &proto, ac->key, fd, NULL, &ac->v, 10.0);
     if (ac->res == LOOM_SUCCESS)
         ac->res = loom_hs_run(&ac->hs, -1);
     close(fd);
     return NULL;
 }
 
-START_TEST(test_loopback_blocking)
+/* A listener on loopback with its acceptor thread; returns the connected
+ * (non-blocking) client socket. */
+static int loopback(struct acceptor *ac, pthread_t *t)
 {
-    struct acceptor ac = {.v = {.rc = LOOM_HS_ACCEPT}};
-    ac.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ac->lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof sin;
-    ck_assert_int_eq(bind(ac.lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-    ck_assert_int_eq(listen(ac.lfd, 1), 0);
-    ck_assert_int_eq(getsockname(ac.lfd, (struct sockaddr *)&sin, &sl), 0);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, accept_main, &ac), 0);
+    ck_assert_int_eq(bind(ac->lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+    ck_assert_int_eq(listen(ac->lfd, 1), 0);
+    ck_assert_int_eq(getsockname(ac->lfd, (struct sockaddr *)&sin, &sl), 0);
+    ck_assert_int_eq(pthread_create(t, NULL, accept_main, ac), 0);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
     loom_net_set_nonblock(fd);
+    return fd;
+}
+
+/* Each side stepped only when poll says its socket is ready: a refusal
+ * reaches the connector at once, not at the deadline. */
+START_TEST(test_loopback_refusal)
+{
+    struct acceptor ac = {.v = {.rc = LOOM_HS_ACCEPT}, .key = &key_a};
+    pthread_t t;
+    int fd = loopback(&ac, &t);
+    struct loom_hs c;
+    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_b, fd, NULL, "x", 1, 10.0),
+                     LOOM_SUCCESS);
+    double t0 = loom_now();
+    ck_assert_int_eq(loom_hs_run(&c, -1), LOOM_ERROR_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(c.err, "refused this side's hello: job key does not match"));
+    pthread_join(t, NULL);
+    ck_assert_int_eq(ac.res, LOOM_ERROR_MISMATCH);
+    ck_assert(loom_now() - t0 < 9.0);
+    loom_hs_free(&c);
+    loom_hs_free(&ac.hs);
+    close(fd);
+    close(ac.lfd);
+}
+END_TEST
+
+/* The state lives in the struct alone: a copy taken mid-way goes on. */
+START_TEST(test_moved_mid_way)
+{
+    struct verdict v = {.rc = LOOM_HS_ACCEPT};
+    int sv[2];
+    pair(sv);
+    struct loom_hs c, a, c2, a2;
+    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, sv[0], NULL, "moved", 5, 10.0),
+                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_accept(&a, &proto, &key_a, sv[1], NULL, &v, 10.0), LOOM_SUCCESS);
+    /* one moved before its first step, the other part way */
+    memcpy(&a2, &a, sizeof a);
+    memset(&a, 0xee, sizeof a);
+    ck_assert_int_eq(loom_hs_step(&a2), LOOM_HS_AGAIN); /* challenge sent */
+    ck_assert_int_eq(loom_hs_step(&c), LOOM_HS_AGAIN);  /* hello sent */
+    memcpy(&c2, &c, sizeof c);
+    memset(&c, 0xee, sizeof c);
+    int rc_c, rc_a;
+    drive(&c2, &a2, &rc_c, &rc_a);
+    ck_assert_int_eq(rc_c, LOOM_HS_DONE);
+    ck_assert_int_eq(rc_a, LOOM_HS_DONE);
+    ck_assert_str_eq(v.seen, "moved");
+    loom_hs_free(&c2);
+    loom_hs_free(&a2);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_loopback_blocking)
+{
+    struct acceptor ac = {.v = {.rc = LOOM_HS_ACCEPT}, .key = &key_a};
+    pthread_t t;
+    int fd = loopback(&ac, &t);
     uint8_t payload[200];
     for (size_t i = 0; i < sizeof payload; i++)
         payload[i] = (uint8_t)(i * 7 + 1);
@@ -450,6 +511,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stall_mid_hello);
     tcase_add_test(tc, test_abort_by_wake_fd);
     tcase_add_test(tc, test_loopback_blocking);
+    tcase_add_test(tc, test_loopback_refusal);
+    tcase_add_test(tc, test_moved_mid_way);
     tcase_add_test(tc, test_decoders);
     suite_add_tcase(s, tc);
     return s;
