@@ -61,3 +61,15 @@ tests_fuzz_fuzz_net_handshake_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 tests_fuzz_fuzz_net_handshake_LDADD = $(CRYPTO_LIBS) -lm
 endif
 
+# The out-of-band service's codec (what a job's listening port parses).
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz_oob
+tests_fuzz_fuzz_oob_SOURCES = tests/fuzz/fuzz_oob.c \
+	src/bootstrap/oob_wire.c \
+	src/base/result.c \
+	src/base/config.c \
+	src/base/log.c
+tests_fuzz_fuzz_oob_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_oob_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
+tests_fuzz_fuzz_oob_LDADD = -lm
+endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # run-fuzz-sockets.sh SECONDS [BUILDDIR] - fuzz what a Loom port parses from
-# a stranger: the handshake every socket opens with (fuzz_net_handshake), for
-# SECONDS each from an empty corpus in a temporary directory. BUILDDIR is a
+# a stranger: the handshake every socket opens with (fuzz_net_handshake) and
+# the out-of-band service's codec (fuzz_oob), for SECONDS each from an empty
+# corpus in a temporary directory. BUILDDIR is a
 # tree configured with --enable-fuzzing CC=clang (default: the current one).
 # Exit status: 0 when nothing was found; otherwise the first failing
 # target's, with its inputs kept in BUILDDIR/fuzz-artifacts.
@@ -11,7 +12,7 @@ build=${2:-.}
 work=$(mktemp -d /tmp/loom-fuzz-sockets.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 result=0
-for target in fuzz_net_handshake; do
+for target in fuzz_net_handshake fuzz_oob; do
     fuzzer=$build/tests/fuzz/$target
     if [ ! -x "$fuzzer" ]; then
         make -C "$build" "tests/fuzz/$target"
