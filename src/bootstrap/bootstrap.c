@@ -541,7 +541,7 @@ static loom_result_t peer_connect(const struct loom_boot_params *p,
             snprintf(err, errlen, "bootstrap: socket(): %s", strerror(errno));
             return LOOM_ERROR_SYSTEM;
         }
-        loom_net_set_nodelay(fd); /* short exchanges: see oob.c's accept */
+        loom_net_set_nodelay(fd); /* short exchanges: see oob_in.c's accept */
         int e = 0;
         if (connect(fd, (const struct sockaddr *)ss, sl) < 0) {
             e = errno;

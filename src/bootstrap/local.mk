@@ -8,7 +8,14 @@ libloom_core_la_SOURCES += \
 	src/bootstrap/boot_wire.c \
 	src/bootstrap/uniqueid.c \
 	src/bootstrap/oob.h \
+	src/bootstrap/oob_priv.h \
 	src/bootstrap/oob.c \
+	src/bootstrap/oob_job.c \
+	src/bootstrap/oob_service.c \
+	src/bootstrap/oob_in.c \
+	src/bootstrap/oob_out.c \
+	src/bootstrap/oob_wire.h \
+	src/bootstrap/oob_wire.c \
 	src/bootstrap/agree.h \
 	src/bootstrap/agree.c
 

@@ -42,3 +42,34 @@ tests_fuzz_fuzz_handshake_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_handshake_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 tests_fuzz_fuzz_handshake_LDADD = $(CRYPTO_LIBS) -lm
 endif
+
+# The handshake every Loom socket opens with: its decoders and both sides'
+# state machines.
+EXTRA_DIST += tests/fuzz/run-fuzz-sockets.sh
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz_net_handshake
+tests_fuzz_fuzz_net_handshake_SOURCES = tests/fuzz/fuzz_net_handshake.c \
+	src/net/handshake.c \
+	src/net/net.c \
+	src/base/auth.c \
+	src/base/result.c \
+	src/base/config.c \
+	src/base/log.c
+tests_fuzz_fuzz_net_handshake_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS)
+tests_fuzz_fuzz_net_handshake_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_net_handshake_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
+tests_fuzz_fuzz_net_handshake_LDADD = $(CRYPTO_LIBS) -lm
+endif
+
+# The out-of-band service's codec (what a job's listening port parses).
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz_oob
+tests_fuzz_fuzz_oob_SOURCES = tests/fuzz/fuzz_oob.c \
+	src/bootstrap/oob_wire.c \
+	src/base/result.c \
+	src/base/config.c \
+	src/base/log.c
+tests_fuzz_fuzz_oob_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
+tests_fuzz_fuzz_oob_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
+tests_fuzz_fuzz_oob_LDADD = -lm
+endif

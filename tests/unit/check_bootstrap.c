@@ -23,6 +23,8 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/boot_wire.h"
 #include "bootstrap/oob.h"
+#include "bootstrap/oob_wire.h"
+#include "net/handshake.h"
 #include "net/net.h"
 #include "mp_util.h"
 
@@ -808,6 +810,131 @@ START_TEST(test_agree)
 }
 END_TEST
 
+/* Two OOB services with different job keys: a message from one names the
+ * key as the reason the other cannot be reached, at once (not after the
+ * connect timeout), and nothing is delivered. */
+START_TEST(test_oob_key_named)
+{
+    struct loom_oob *a = NULL, *b = NULL;
+    uint8_t ea[LOOM_OOB_ENTRY_LEN], eb[LOOM_OOB_ENTRY_LEN];
+    char err[256];
+    setenv("LOOM_JOB_KEY", "key-a", 1);
+    loom_config_reset();
+    ck_assert_int_eq(loom_oob_open(0, 2, "127.0.0.1", 0, &a, ea, err, sizeof err),
+                     LOOM_SUCCESS);
+    setenv("LOOM_JOB_KEY", "key-b", 1);
+    loom_config_reset();
+    ck_assert_int_eq(loom_oob_open(1, 2, "127.0.0.1", 0, &b, eb, err, sizeof err),
+                     LOOM_SUCCESS);
+    unsetenv("LOOM_JOB_KEY");
+    loom_config_reset();
+    loom_oob_set_entry(a, 1, eb);
+    loom_oob_set_entry(b, 0, ea);
+    loom_oob_start(a, 42);
+    loom_oob_start(b, 42);
+    ck_assert_int_eq(loom_oob_send(b, 0, 0x600, "x", 1), LOOM_SUCCESS);
+    char why[512] = "";
+    loom_result_t res = LOOM_SUCCESS;
+    double t0 = mp_now();
+    while (mp_now() - t0 < 5 && (res = loom_oob_peer_error(b, 0, why, sizeof why)) == 0)
+        usleep(10000);
+    ck_assert_int_eq(res, LOOM_ERROR_MISMATCH);
+    ck_assert_msg(strstr(why, "oob handshake with rank 0 (127.0.0.1:") &&
+                      strstr(why, "refused this side's hello: job key does not match"),
+                  "rank 1 said: %s", why);
+    void *buf = NULL;
+    ck_assert_int_eq(loom_oob_poll(a, 0x600, -1, NULL, &buf, NULL), 0);
+    loom_oob_close(a);
+    loom_oob_close(b);
+}
+END_TEST
+
+/* The OOB codec: every field survives a round trip. */
+START_TEST(test_oob_wire_round_trip)
+{
+    char why[200] = "";
+    uint8_t buf[LOOM_OOB_HDR_LEN];
+    const uint32_t kinds[] = {LOOM_OOB_MAGIC, LOOM_OOB_KIND_TCP, LOOM_OOB_KIND_BOOT,
+                              LOOM_OOB_KIND_VERBS, LOOM_OOB_KIND_OFI};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        struct loom_oob_pre p = {.kind = kinds[i], .version = LOOM_OOB_VERSION,
+                                 .flags = (uint16_t)(i * 3), .ns = 0x0102030405060708ull + i},
+                            q;
+        loom_oob_pre_encode(&p, buf);
+        ck_assert_int_eq(loom_oob_pre_decode(buf, &q, why, sizeof why), LOOM_SUCCESS);
+        ck_assert_uint_eq(q.kind, p.kind);
+        ck_assert_uint_eq(q.flags, p.flags);
+        ck_assert_uint_eq(q.ns, p.ns);
+    }
+    struct loom_oob_hello h = {.job_id = 0xfeedfacecafebeefull, .from = 6, .to = 2,
+                               .nranks = 7},
+                          g;
+    loom_oob_hello_encode(&h, buf);
+    ck_assert_int_eq(loom_oob_hello_decode(buf, LOOM_OOB_HELLO_LEN, &g, why, sizeof why),
+                     LOOM_SUCCESS);
+    ck_assert_uint_eq(g.job_id, h.job_id);
+    ck_assert_uint_eq(g.from, 6);
+    ck_assert_uint_eq(g.to, 2);
+    ck_assert_uint_eq(g.nranks, 7);
+    ck_assert_int_eq(loom_oob_hello_match(&g, 2, 7, h.job_id, why, sizeof why),
+                     LOOM_HS_ACCEPT);
+    ck_assert_int_eq(loom_oob_hello_match(&g, 2, 7, 0, why, sizeof why), LOOM_HS_HOLD);
+    const uint32_t lens[] = {0, 1, 4096, LOOM_OOB_MSG_MAX};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        struct loom_oob_hdr m = {.kind = i % 2 ? LOOM_OOB_KIND_GET : LOOM_OOB_KIND_MSG,
+                                 .tag = 0x300u + (uint32_t)i, .len = lens[i], .ns = 99 + i},
+                            n;
+        loom_oob_hdr_encode(&m, buf);
+        ck_assert_int_eq(loom_oob_hdr_decode(buf, &n, why, sizeof why), LOOM_SUCCESS);
+        ck_assert_uint_eq(n.kind, m.kind);
+        ck_assert_uint_eq(n.tag, m.tag);
+        ck_assert_uint_eq(n.len, m.len);
+        ck_assert_uint_eq(n.ns, m.ns);
+    }
+}
+END_TEST
+
+/* Malformed OOB bytes are refused with a sentence saying what was wrong. */
+START_TEST(test_oob_wire_malformed)
+{
+    char why[200] = "";
+    uint8_t buf[LOOM_OOB_HDR_LEN];
+    struct loom_oob_pre p = {.kind = 0x20544547u /* "GET " */, .version = LOOM_OOB_VERSION}, q;
+    loom_oob_pre_encode(&p, buf);
+    ck_assert_int_eq(loom_oob_pre_decode(buf, &q, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "not a Loom socket (preamble 0x20544547)");
+    p = (struct loom_oob_pre){.kind = LOOM_OOB_KIND_TCP, .version = LOOM_OOB_VERSION + 1};
+    loom_oob_pre_encode(&p, buf);
+    ck_assert_int_eq(loom_oob_pre_decode(buf, &q, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_ptr_nonnull(strstr(why, "a Loom socket of OOB version 2, this rank speaks 1"));
+    struct loom_oob_hello h = {.job_id = 5, .from = 7, .to = 2, .nranks = 7}, g;
+    loom_oob_hello_encode(&h, buf);
+    ck_assert_int_eq(loom_oob_hello_decode(buf, LOOM_OOB_HELLO_LEN, &g, why, sizeof why),
+                     LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "OOB hello from rank 7 of 7");
+    ck_assert_int_eq(loom_oob_hello_decode(buf, LOOM_OOB_HELLO_LEN - 1, &g, why, sizeof why),
+                     LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "OOB hello of 19 bytes, expected 20");
+    h.from = 1;
+    loom_oob_hello_encode(&h, buf);
+    ck_assert_int_eq(loom_oob_hello_decode(buf, LOOM_OOB_HELLO_LEN, &g, why, sizeof why),
+                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_oob_hello_match(&g, 3, 7, 5, why, sizeof why), LOOM_HS_DROP);
+    ck_assert_str_eq(why, "it is for rank 2 of 7, this is rank 3 of 7");
+    ck_assert_int_eq(loom_oob_hello_match(&g, 2, 7, 6, why, sizeof why), LOOM_HS_DROP);
+    ck_assert_str_eq(why, "it is for job 0000000000000005, this is job 0000000000000006 "
+                          "(another job)");
+    struct loom_oob_hdr m = {.kind = 3, .len = 1}, n;
+    loom_oob_hdr_encode(&m, buf);
+    ck_assert_int_eq(loom_oob_hdr_decode(buf, &n, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "bad message header: kind 3");
+    m = (struct loom_oob_hdr){.kind = LOOM_OOB_KIND_MSG, .len = LOOM_OOB_MSG_MAX + 1};
+    loom_oob_hdr_encode(&m, buf);
+    ck_assert_int_eq(loom_oob_hdr_decode(buf, &n, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "bad message header: 67108865 bytes exceed the limit of 67108864");
+}
+END_TEST
+
 static Suite *bootstrap_suite(void)
 {
     Suite *s = suite_create("bootstrap");
@@ -818,6 +945,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_hash_mismatch_named);
     tcase_add_test(tc, test_missing_rank_reported);
     tcase_add_test(tc, test_oob_service);
+    tcase_add_test(tc, test_oob_key_named);
     tcase_add_test(tc, test_missing_rank_named);
     tcase_add_test(tc, test_no_root);
     tcase_add_test(tc, test_late_root);
@@ -833,6 +961,10 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, test_key_file_missing);
     tcase_add_loop_test(tc, test_agree, 0, 4);
     suite_add_tcase(s, tc);
+    TCase *wire = tcase_create("oob_wire");
+    tcase_add_test(wire, test_oob_wire_round_trip);
+    tcase_add_test(wire, test_oob_wire_malformed);
+    suite_add_tcase(s, wire);
     return s;
 }
 
