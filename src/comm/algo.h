@@ -24,6 +24,7 @@ enum loom_algo {
     LOOM_ALGO_SHM_COPY,   /* shm, forced through the segment's slots       */
     LOOM_ALGO_SHM_READ,   /* shm, forced to ranks reading their peers      */
     LOOM_ALGO_SHM_PUSH,   /* shm, forced to the evenly split read and write */
+    LOOM_ALGO_SHM_LL,     /* shm, forced to the small-message lines        */
     LOOM_ALGO_COUNT
 };
 
@@ -31,7 +32,8 @@ enum loom_algo {
 static inline int loom_algo_is_shm(int algo)
 {
     return algo == LOOM_ALGO_SHM || algo == LOOM_ALGO_SHM_COPY ||
-           algo == LOOM_ALGO_SHM_READ || algo == LOOM_ALGO_SHM_PUSH;
+           algo == LOOM_ALGO_SHM_READ || algo == LOOM_ALGO_SHM_PUSH ||
+           algo == LOOM_ALGO_SHM_LL;
 }
 
 const char *loom_algo_name(enum loom_algo algo);

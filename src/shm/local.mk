@@ -7,7 +7,8 @@ libloom_core_la_SOURCES += \
 	src/shm/wait.c \
 	src/shm/cma.c \
 	src/shm/copy.c \
-	src/shm/push.c
+	src/shm/push.c \
+	src/shm/ll.c
 
 check_PROGRAMS += tests/integration/test_shm
 tests_integration_test_shm_SOURCES = tests/integration/test_shm.c \

@@ -61,7 +61,8 @@ static size_t seg_size(int n)
     size_t ctrl = (sizeof(struct loom_shm_hdr) + LOOM_SHM_LINE - 1) / LOOM_SHM_LINE *
                   LOOM_SHM_LINE;
     return ctrl + (size_t)n * sizeof(struct loom_shm_ctrl) +
-           (size_t)n * 2 * LOOM_SHM_SLOT;
+           (size_t)n * 2 * LOOM_SHM_SLOT +
+           (size_t)n * 2 * LOOM_SHM_LL_LINES * sizeof(struct loom_shm_ll_line);
 }
 
 static int seg_map(struct loom_shm *s, int fd, int init)
@@ -88,6 +89,7 @@ static int seg_map(struct loom_shm *s, int fd, int init)
     s->ctrl = (struct loom_shm_ctrl *)((char *)p + hdr);
     s->slots = (char *)(s->ctrl + s->n);
     s->slot_bytes = LOOM_SHM_SLOT;
+    s->ll = (struct loom_shm_ll_line *)(s->slots + (size_t)s->n * 2 * LOOM_SHM_SLOT);
     if (init) {
         memset(p, 0, hdr + (size_t)s->n * sizeof(struct loom_shm_ctrl));
         h->size = s->size;

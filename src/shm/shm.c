@@ -25,23 +25,30 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
     enum loom_shm_path best = s->push && pushes ? LOOM_SHM_PATH_PUSH
                               : s->cma          ? LOOM_SHM_PATH_READ
                                                 : LOOM_SHM_PATH_COPY;
+    int small = loom_shm_ll_bytes(s, op) <= LOOM_SHM_LL_MAX;
+    switch (comm->algo_forced[op->kind]) {
+    case LOOM_ALGO_SHM_LL: return LOOM_SHM_PATH_LL;
+    case LOOM_ALGO_SHM_COPY: return LOOM_SHM_PATH_COPY;
+    default: break;
+    }
     /* an allreduce slice per rank needs an element per rank */
     if (op->kind == LOOM_OP_BARRIER ||
         (op->kind == LOOM_OP_ALLREDUCE && op->count < (uint64_t)s->n))
-        return LOOM_SHM_PATH_COPY;
+        return small ? LOOM_SHM_PATH_LL : LOOM_SHM_PATH_COPY;
     switch (comm->algo_forced[op->kind]) {
-    case LOOM_ALGO_SHM_COPY: return LOOM_SHM_PATH_COPY;
     case LOOM_ALGO_SHM_READ: return s->cma ? LOOM_SHM_PATH_READ : LOOM_SHM_PATH_COPY;
     case LOOM_ALGO_SHM_PUSH: return best;
     default: break;
     }
-    /* small: one step through the slots, no system call */
+    if (small)
+        return LOOM_SHM_PATH_LL;
+    /* one step through the slots, no system call */
     return bytes <= LOOM_SHM_SMALL ? LOOM_SHM_PATH_COPY : best;
 }
 
 const char *loom_shm_path_name(const struct loom_comm *comm, const struct loom_op *op)
 {
-    static const char *const names[] = {"copy", "read", "push"};
+    static const char *const names[] = {"copy", "read", "push", "ll"};
     const struct loom_shm *s = comm->shm;
     return s ? names[loom_shm_path_of(comm, s, op)] : NULL;
 }
@@ -131,6 +138,8 @@ static loom_result_t run_engine(struct loom_comm *comm, struct loom_shm *s,
 {
     struct loom_shm_ctx x = {.comm = comm, .s = s, .op = op, .start = s->epoch};
     enum loom_shm_path path = loom_shm_path_of(comm, s, op);
+    if (path == LOOM_SHM_PATH_LL)
+        return loom_shm_ll_run(&x);
     int push = path == LOOM_SHM_PATH_PUSH, read = path == LOOM_SHM_PATH_READ;
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE:

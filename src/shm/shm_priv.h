@@ -20,6 +20,23 @@
 /* Up to this many bytes per rank, allreduce goes through the slots (one
  * step, no system call) even when cross-memory attach works. */
 #define LOOM_SHM_SMALL (16u << 10)
+/* Small messages (ll.c): a cache line carries 56 bytes of data and, stored
+ * after them with release order, the 64-bit number of the piece they
+ * belong to; the first line of a piece starts with the call's fingerprint
+ * (desc, count) instead of 16 data bytes. Lines per rank and parity: */
+#define LOOM_SHM_LL_LINES 1024u
+#define LOOM_SHM_LL_DATA 56u  /* data bytes in a line                    */
+#define LOOM_SHM_LL_HEAD 16u  /* fingerprint bytes in a piece's line 0  */
+/* Data bytes in one piece. */
+#define LOOM_SHM_LL_CAP (LOOM_SHM_LL_DATA * LOOM_SHM_LL_LINES - LOOM_SHM_LL_HEAD)
+/* Up to this many bytes written per rank, ops take the small-message path
+ * by default (docs/shm.md, "small messages", has the measurements). */
+#define LOOM_SHM_LL_MAX (16u << 10)
+
+struct loom_shm_ll_line {
+    _Alignas(LOOM_SHM_LINE) uint64_t data[LOOM_SHM_LL_DATA / 8];
+    uint64_t flag; /* the piece number these bytes belong to; 0: none yet */
+};
 
 /* One per local rank, in the segment. Only its owner writes epoch, the
  * published addresses and failed/blame; readers bump waiters. */
@@ -53,6 +70,8 @@ struct loom_shm {
     size_t size;
     struct loom_shm_ctrl *ctrl;   /* [n]                                    */
     char *slots;                  /* [n][2][slot_bytes]                     */
+    struct loom_shm_ll_line *ll;  /* [n][2][LOOM_SHM_LL_LINES]              */
+    uint64_t ll_seq;              /* small-message pieces begun (all alike) */
     size_t slot_bytes;
     int n, me;                    /* local group size, my index in it       */
     int *ranks;                   /* comm rank of each local index          */
@@ -72,6 +91,7 @@ enum loom_shm_path {
     LOOM_SHM_PATH_COPY, /* through the segment's slots: two copies           */
     LOOM_SHM_PATH_READ, /* each rank reads what it needs from its peers      */
     LOOM_SHM_PATH_PUSH, /* work split evenly: ranks read and write peers     */
+    LOOM_SHM_PATH_LL,   /* small messages: data and its number in one line  */
 };
 enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct loom_shm *s,
                                     const struct loom_op *op);
@@ -90,6 +110,11 @@ struct loom_shm_ctx {
 void loom_shm_bump(struct loom_shm *s);
 /* Wait until local rank j has done target phases. */
 loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target);
+/* The same without spinning first (the caller has spun on something else). */
+loom_result_t loom_shm_wait_sleep(struct loom_shm_ctx *x, int j, uint32_t target);
+/* Local rank j is in another call (desc, count) than x->op: name both on
+ * x->comm, tell the peers, and return LOOM_ERROR_MISMATCH. */
+loom_result_t loom_shm_differ(struct loom_shm_ctx *x, int j, uint32_t desc, uint64_t count);
 /* Wait for every local rank (me included: no-op). */
 loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target);
 /* Copy len bytes between local_buf and remote address addr of local rank
@@ -117,6 +142,32 @@ int loom_shm_peer_failed(const struct loom_shm_ctx *x, int k);
 void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op);
 /* Whether the process pid has ended (gone or a zombie). */
 int loom_shm_pid_gone(pid_t pid);
+
+/* Spinning before sleeping: busy-poll for LOOM_SPIN_US or, where ranks
+ * outnumber cores (the peer may need this core), a few sched_yields. */
+struct loom_shm_spin {
+    uint64_t start, ns;
+    unsigned i;
+    int yield;
+};
+#define LOOM_SHM_YIELDS 64 /* oversubscribed: yields before sleep */
+static inline void loom_shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+static inline void loom_shm_spin_init(struct loom_shm_spin *sp, const struct loom_comm *comm)
+{
+    sp->start = 0;
+    sp->ns = (uint64_t)comm->spin_us * 1000u;
+    sp->i = 0;
+    sp->yield = comm->oversubscribed;
+}
+/* Pause once between two polls; 0 when the budget is spent. */
+int loom_shm_spin_more(struct loom_shm_spin *sp);
 
 static inline char *loom_shm_slot(struct loom_shm *s, int j, uint32_t epoch)
 {
@@ -165,6 +216,12 @@ loom_result_t loom_shm_copy_broadcast(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_reduce_scatter(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_reduce(struct loom_shm_ctx *x);
 loom_result_t loom_shm_barrier(struct loom_shm_ctx *x);
+
+/* ll.c: small messages, data and its piece number in one line, no system
+ * call and no sleep while peers keep up. */
+loom_result_t loom_shm_ll_run(struct loom_shm_ctx *x);
+/* Bytes each rank writes for op on the small-message path. */
+size_t loom_shm_ll_bytes(const struct loom_shm *s, const struct loom_op *op);
 
 /* The inter-server step of the hierarchical allreduce: mid on len elements
  * at buf, in place; errors land on x->comm. */

@@ -20,7 +20,6 @@
 #include "util.h"
 
 #define LOOM_SHM_SLICE_NS 10000000L /* futex sleep slice: 10 ms          */
-#define LOOM_SHM_YIELDS 64          /* oversubscribed: yields before sleep */
 
 static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -33,13 +32,19 @@ static inline int reached(uint32_t v, uint32_t target)
     return (int32_t)(v - target) >= 0;
 }
 
-static inline void cpu_relax(void)
+int loom_shm_spin_more(struct loom_shm_spin *sp)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
+    if (sp->yield) {
+        sched_yield();
+        return ++sp->i < LOOM_SHM_YIELDS;
+    }
+    loom_shm_cpu_relax();
+    if ((++sp->i & 63) != 0)
+        return 1;
+    uint64_t now = loom_now_ns();
+    if (!sp->start)
+        sp->start = now;
+    return now - sp->start <= sp->ns;
 }
 
 void loom_shm_bump(struct loom_shm *s)
@@ -124,6 +129,13 @@ static loom_result_t check_call(struct loom_shm_ctx *x, int j)
     if (__atomic_load_n(&s->ctrl[j].fp[k].seq, __ATOMIC_ACQUIRE) != op->seq ||
         (desc == loom_op_desc(op) && count == op->count))
         return LOOM_SUCCESS;
+    return loom_shm_differ(x, j, desc, count);
+}
+
+loom_result_t loom_shm_differ(struct loom_shm_ctx *x, int j, uint32_t desc, uint64_t count)
+{
+    struct loom_shm *s = x->s;
+    const struct loom_op *op = x->op;
     char mine[160], theirs[160];
     loom_op_format(loom_op_desc(op), op->count, op->seq, mine, sizeof mine);
     loom_op_format(desc, count, op->seq, theirs, sizeof theirs);
@@ -201,18 +213,28 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, uint32_t target,
     return LOOM_SUCCESS;
 }
 
-static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target);
+static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target, int spin);
 
-loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target)
+static loom_result_t wait_checked(struct loom_shm_ctx *x, int j, uint32_t target, int spin)
 {
-    loom_result_t res = wait_phase(x, j, target);
+    loom_result_t res = wait_phase(x, j, target, spin);
     /* the first phase of a call: the peer is in this call or the next */
     if (res == LOOM_SUCCESS && target == x->start + 1)
         res = check_call(x, j);
     return res;
 }
 
-static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
+loom_result_t loom_shm_wait(struct loom_shm_ctx *x, int j, uint32_t target)
+{
+    return wait_checked(x, j, target, 1);
+}
+
+loom_result_t loom_shm_wait_sleep(struct loom_shm_ctx *x, int j, uint32_t target)
+{
+    return wait_checked(x, j, target, 0);
+}
+
+static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target, int spin)
 {
     struct loom_shm *s = x->s;
     struct loom_comm *comm = x->comm;
@@ -222,28 +244,15 @@ static loom_result_t wait_phase(struct loom_shm_ctx *x, int j, uint32_t target)
         return LOOM_SUCCESS;
     uint64_t start = loom_now_ns();
     /* spin: the peer is usually a few hundred nanoseconds away */
-    if (!comm->oversubscribed) {
-        uint64_t spin_ns = (uint64_t)comm->spin_us * 1000u;
-        for (unsigned i = 1;; i++) {
-            v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-            if (reached(v, target) && !loom_shm_peer_failed(x, j))
-                return LOOM_SUCCESS;
-            if (loom_shm_peer_failed(x, j) || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
-                break;
-            cpu_relax();
-            if ((i & 63) == 0 && loom_now_ns() - start > spin_ns)
-                break;
-        }
-    } else {
-        /* more ranks than CPUs: the peer may need this one */
-        for (int i = 0; i < LOOM_SHM_YIELDS; i++) {
-            v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-            if (reached(v, target) && !loom_shm_peer_failed(x, j))
-                return LOOM_SUCCESS;
-            if (loom_shm_peer_failed(x, j) || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE))
-                break;
-            sched_yield();
-        }
+    struct loom_shm_spin sp;
+    loom_shm_spin_init(&sp, comm);
+    while (spin) {
+        v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        if (reached(v, target) && !loom_shm_peer_failed(x, j))
+            return LOOM_SUCCESS;
+        if (loom_shm_peer_failed(x, j) || __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE) ||
+            !loom_shm_spin_more(&sp))
+            break;
     }
     /* sleep on the counter in slices, checking peers between them */
     uint64_t last_check = 0;

@@ -2,8 +2,10 @@
  *
  *   matrix: every collective x dtype x op x count x placement on the
  *           single-server table (4 ranks), on each path: push (reads and
- *           writes of peers), read (reads only), copy (two copies), with
- *           counts around the engine's chunk and 1000003 elements;
+ *           writes of peers), read (reads only), copy (two copies), ll
+ *           (small-message lines, forced for every size), with counts
+ *           around the engine's chunk and 1000003 elements; small calls
+ *           take the ll path unless forced elsewhere;
  *   mismatch, abort: on each path, a different call on one rank fails
  *           every rank naming both calls; loom_comm_abort on one rank
  *           fails its call and its peers' within seconds;
@@ -49,11 +51,18 @@ struct cfg {
     int later;           /* late failure test: the flag names a later call;
                             mismatch test: another kind, not count    */
     int abort_kind;      /* abort test: K_ALLREDUCE, K_BROADCAST, K_REDUCE */
+    const char *algo;    /* LOOM_ALGO for this rank (NULL: unset)       */
+    const char *small;   /* the engine's path for a 1 KiB allreduce     */
+    int algo_rank;       /* with algo_other: the rank that sets it instead */
+    const char *algo_other;
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
 {
     loom_shm_test_no_cma = c->no_cma;
+    const char *algo = c->algo_other && rank == c->algo_rank ? c->algo_other : c->algo;
+    if (algo)
+        setenv("LOOM_ALGO", algo, 1);
     loom_result_t res = loom_comm_init_ranktable(c->table, rank, comm);
     if (res != LOOM_SUCCESS)
         fprintf(stderr, "rank %d: init: %s: %s\n", rank, loom_result_string(res),
@@ -105,6 +114,11 @@ static int matrix_rank(int rank, int n, void *arg)
     const char *path = loom_shm_path_name(comm, &big);
     if (c->path && (!path || strcmp(path, c->path) != 0))
         FAIL("the engine would move it by %s, expected %s", path ? path : "nothing", c->path);
+    struct loom_op small = {.kind = LOOM_OP_ALLREDUCE, .count = 256, .dtype = LOOM_FLOAT32};
+    path = loom_shm_path_name(comm, &small);
+    if (c->small && (!path || strcmp(path, c->small) != 0))
+        FAIL("a 1 KiB allreduce would go by %s, expected %s", path ? path : "nothing",
+             c->small);
     /* the last two: an engine chunk per rank and one more element (set per
      * dtype below), and a large count */
     uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003, 0, 1000003};
@@ -262,7 +276,7 @@ static int mismatch_rank(int rank, int n, void *arg)
     loom_comm_t comm;
     if (join(c, rank, &comm) != LOOM_SUCCESS)
         return 1;
-    uint64_t count = c->no_cma == 1 ? 100 : 100003;
+    uint64_t count = c->no_cma == 1 || (c->path && !strcmp(c->path, "ll")) ? 100 : 100003;
     uint64_t mine = rank == 0 ? count + 8 : count;
     float *x = calloc(count + 8, sizeof *x);
     if (!x)
@@ -370,6 +384,10 @@ static int crowd_rank(int rank, int n, void *arg)
     const char *path = loom_shm_path_name(comm, &big);
     if (!path || strcmp(path, "push") != 0)
         FAIL("a 4 MiB allreduce would go by %s, expected push", path ? path : "the network");
+    big.count = 64;
+    path = loom_shm_path_name(comm, &big);
+    if (!path || strcmp(path, "ll") != 0)
+        FAIL("a 256-byte allreduce would go by %s, expected ll", path ? path : "the network");
     uint64_t counts[] = {2, 64, 16384, 300001};
     uint64_t seed = 7;
     for (int round = 0; round < 3; round++)
@@ -424,8 +442,17 @@ static const char *two_server_table(int per, char *path, size_t len)
     return path;
 }
 
+/* TEST_SHM_ONLY=text runs only the cases whose name contains text. */
+static int skipped(const char *name)
+{
+    const char *only = getenv("TEST_SHM_ONLY");
+    return only && *only && !strstr(name, only);
+}
+
 static int run(const char *name, int n, harness_fn fn, struct cfg *c)
 {
+    if (skipped(name))
+        return 0;
     set_port();
     double t0 = harness_now();
     /* generous: the machine may be busy with other work */
@@ -451,12 +478,18 @@ int main(void)
         return 2;
     }
     int failed = 0;
-    static const char *const paths[] = {"push", "copy", "read"};
-    static const char *const pnames[] = {"push (read and write)", "two-copy", "read-only"};
+    static const char *const paths[] = {"push", "copy", "read", "ll"};
+    static const char *const pnames[] = {"push (read and write)", "two-copy", "read-only",
+                                         "small-message lines"};
+    /* the two-copy and ll paths forced for every size, the others chosen */
+    static const char *const algos[] = {NULL, "shm_copy", NULL, "shm_ll"};
+    static const char *const smalls[] = {"ll", "copy", "ll", "ll"};
+    static const int no_cma[] = {0, 1, 2, 0};
     struct cfg c;
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         char name[96];
-        c = (struct cfg){.table = single, .expect = "shm", .no_cma = p, .path = paths[p]};
+        c = (struct cfg){.table = single, .expect = "shm", .no_cma = no_cma[p],
+                         .path = paths[p], .algo = algos[p], .small = smalls[p]};
         snprintf(name, sizeof name, "matrix %s", pnames[p]);
         failed |= run(name, 4, matrix_rank, &c);
         snprintf(name, sizeof name, "mismatch %s: count", pnames[p]);
@@ -494,12 +527,16 @@ int main(void)
         perror("mmap");
         return 1;
     }
-    c = (struct cfg){.table = single, .later = 1};
+    /* the phase-counter paths: there a flag raised for a call the flagging
+     * rank still runs must fail its peers' call (on the ll path a rank that
+     * fails stops writing its lines, so its peers sleep, then see the flag) */
+    c = (struct cfg){.table = single, .later = 1, .algo = "shm_copy"};
     failed |= run("late failure: a later call", 4, late_rank, &c);
     c.later = 0;
     failed |= run("late failure: this call", 4, late_rank, &c);
-    for (int p = 0; p < 3; p++) {
-        c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed, .no_cma = p};
+    for (int p = 0; p < 4 && !skipped("kill"); p++) {
+        c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed,
+                         .no_cma = no_cma[p], .algo = algos[p]};
         atomic_store(passed, 0);
         int st[4];
         set_port();
