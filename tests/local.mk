@@ -9,14 +9,14 @@ endif
 
 check_PROGRAMS += tests/integration/test_coll
 tests_integration_test_coll_SOURCES = tests/integration/test_coll.c \
-	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
+	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
 tests_integration_test_coll_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_coll
 
 if HAVE_CHECK
 check_PROGRAMS += tests/integration/test_comm
 tests_integration_test_comm_SOURCES = tests/integration/test_comm.c \
-	tests/integration/coll_check.h tests/integration/harness.h
+	perf/coll_check.h tests/integration/harness.h
 tests_integration_test_comm_CFLAGS = $(TEST_CFLAGS)
 tests_integration_test_comm_LDADD = $(TEST_LIBS)
 TESTS += tests/integration/test_comm

@@ -38,7 +38,7 @@ adapters_cuda_tests_check_cuda_SOURCES = \
 	adapters/cuda/tests/fake_cuda.c \
 	adapters/cuda/tests/fake_cuda.h \
 	tests/integration/devmem.h tests/integration/stage_one.h \
-	tests/integration/coll_check.h tests/integration/harness.h
+	perf/coll_check.h tests/integration/harness.h
 adapters_cuda_tests_check_cuda_CPPFLAGS = $(LOOM_CUDA_CPPFLAGS) \
 	-I$(top_srcdir)/tests/integration -DLOOM_TEST_CUDA_STUB='"$(CUDA_DIR)/lib64/stubs/libcuda.so"'
 adapters_cuda_tests_check_cuda_CFLAGS = $(TEST_CFLAGS)

@@ -7,7 +7,7 @@
 
 #include "coll.h"
 #include "shm/shm.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Automatic choice for allreduce: per class of rank count, the algorithm
  * for each band of message sizes. Measured with `LOOM_SHM=0 test_algos

@@ -29,7 +29,7 @@
 #include "coll.h"
 #include "ring_math.h"
 #include "tree_math.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Chunks the broadcast of chunk c is ordered behind the reduce of c. */
 #define TREE_LAG_MIN 4
