@@ -53,6 +53,9 @@ EXTRA_DIST += tests/integration/test_launch.sh
 # Layers point down only: an include or a call that points up fails.
 TESTS += scripts/check-layers
 EXTRA_DIST += scripts/check-layers
+# ... and it fails on a planted violation of each of its rules.
+TESTS += scripts/check-layers-test
+EXTRA_DIST += scripts/check-layers-test
 
 # Losing ranks and going on: kill -9 mid-loop, revoke, shrink, 100 more
 # allreduces checked by every survivor (tcp, shm, 2-server, ofi).
