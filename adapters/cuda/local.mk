@@ -1,4 +1,4 @@
-# adapters/cuda/local.mk: libloom_cuda, the CUDA stream adapter (issue 20),
+# adapters/cuda/local.mk: libloom_cuda, the CUDA stream adapter,
 # built when configure finds CUDA's headers (HAVE_CUDA). The only code that
 # includes CUDA headers. It links no CUDA library (the driver is reached
 # through dlopen) and only libloom's public API.

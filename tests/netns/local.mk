@@ -8,7 +8,7 @@ tests_netns_netns_job_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/netns/run.sh
 EXTRA_DIST += tests/netns/run.sh tests/netns/lib.sh
 # Rank tables on ordinary hosts: host-NIC tables, LOOM_ADDRESS, check
-# --local, the seeds' one-device table with no network (issue 21).
+# --local, the seeds' one-device table with no network.
 TESTS += tests/netns/addr.sh
 EXTRA_DIST += tests/netns/addr.sh
 
