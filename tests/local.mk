@@ -57,6 +57,11 @@ EXTRA_DIST += scripts/check-layers
 TESTS += scripts/check-layers-test
 EXTRA_DIST += scripts/check-layers-test
 
+# .clang-format, checked on the lines a change touches (CI runs
+# scripts/check-format against the base); the checker's own test.
+TESTS += scripts/check-format-test
+EXTRA_DIST += .clang-format scripts/check-format scripts/check-format-test
+
 # Losing ranks and going on: kill -9 mid-loop, revoke, shrink, 100 more
 # allreduces checked by every survivor (tcp, shm, 2-server, ofi).
 check_PROGRAMS += tests/integration/shrink_job
