@@ -1,4 +1,4 @@
-# examples/local.mk: examples that are tests (issue 19).
+# examples/local.mk: examples that are tests.
 #   ddp_train.c   data-parallel training on the C API with gradient buckets
 #   ddp_train.py  torch DistributedDataParallel with backend "loom"
 #   reshard.py    merging and re-slicing a model-parallel checkpoint (numpy)

@@ -298,6 +298,27 @@ LOOM_API loom_result_t loom_comm_local_size(loom_comm_t comm, int *local_size);
  * its local rank. A communicator from loom_comm_split keeps its parent's. */
 LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device);
 
+/* What comm runs on, for tools and benchmarks. The caller sets struct_size
+ * to sizeof(loom_comm_info_t); fields past it are left alone, so a program
+ * built against an older loom.h keeps working. The strings belong to comm. */
+typedef struct loom_comm_info {
+    size_t struct_size;
+    const char *transport;        /* "tcp", "ofi", "verbs" (LOOM_TRANSPORT
+                                     with one rank, which has no instance) */
+    const char *transport_detail; /* e.g. "ofi tcp;ofi_rxm"; NULL with one rank */
+    const char *address;          /* this rank's address, e.g. "10.0.0.1"  */
+    int nhosts;                   /* hosts the ranks found themselves on   */
+    size_t chunk_size;            /* bytes per pipelined chunk             */
+} loom_comm_info_t;
+LOOM_API loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info);
+
+/* The algorithm comm selects for one call: collective as LOOM_ALGO names
+ * it ("allreduce", "broadcast", ...), count elements of dtype reduced with
+ * op. *algo is a name LOOM_ALGO takes ("ring", "tree", "shm", "hier", ...),
+ * static. Neither waits nor communicates. */
+LOOM_API loom_result_t loom_comm_algo(loom_comm_t comm, const char *collective, uint64_t count,
+                                      loom_dtype_t dtype, loom_redop_t op, const char **algo);
+
 /* Rendezvous through an id that a framework passes around itself (as
  * NCCL's ncclGetUniqueId + ncclCommInitRank; torch puts it in its store).
  * loom_get_unique_id, on one process (usually rank 0's), picks this host's

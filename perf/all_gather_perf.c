@@ -5,7 +5,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "coll_check.h"
 
 static void ag_setup(struct perf_case *c)
 {
@@ -48,7 +48,7 @@ static uint64_t ag_check(struct perf_case *c)
 
 static const struct perf_coll all_gather = {
     .name = "all_gather",
-    .kind = LOOM_OP_ALLGATHER,
+    .kind = "allgather",
     .has_op = 0,
     .has_root = 0,
     .bus_factor = perf_factor_gather,

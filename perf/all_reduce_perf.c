@@ -4,7 +4,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "coll_check.h"
 
 static double ar_factor(int n)
 {
@@ -48,7 +48,7 @@ static uint64_t ar_check(struct perf_case *c)
 
 static const struct perf_coll all_reduce = {
     .name = "all_reduce",
-    .kind = LOOM_OP_ALLREDUCE,
+    .kind = "allreduce",
     .has_op = 1,
     .has_root = 0,
     .bus_factor = ar_factor,

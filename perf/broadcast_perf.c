@@ -11,7 +11,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "coll_check.h"
 
 static void bc_setup(struct perf_case *c)
 {
@@ -55,7 +55,7 @@ static uint64_t bc_check(struct perf_case *c)
 
 static const struct perf_coll broadcast = {
     .name = "broadcast",
-    .kind = LOOM_OP_BROADCAST,
+    .kind = "broadcast",
     .has_op = 0,
     .has_root = 1,
     .bus_factor = perf_factor_one,

@@ -12,10 +12,9 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "util.h"
-#include "config.h"
-#include "comm/comm.h"
-#include "coll/coll.h"
+#include "base/util.h"
+#include "base/config.h"
+#include "comm/algo.h"
 #include "common.h"
 #include "join.h"
 
@@ -72,6 +71,7 @@ struct perf_state {
     int speaks;             /* prints what every rank would print alike      */
     char how[256];          /* how the ranks met, for the header             */
     loom_comm_t comm;
+    loom_comm_info_t info;  /* what comm runs on, for the header and JSON    */
     loom_stream_t stream;
     int rank, nranks;
     FILE *table;            /* the human table (NULL with -F -)              */
@@ -379,6 +379,13 @@ static int perf_init(struct perf_state *st)
     loom_result_t res;
     loom_comm_rank(st->comm, &st->rank);
     loom_comm_size(st->comm, &st->nranks);
+    st->info.struct_size = sizeof st->info;
+    res = loom_comm_get_info(st->comm, &st->info);
+    if (res != LOOM_SUCCESS) {
+        fprintf(stderr, "%s: rank %d: loom_comm_get_info: %s: %s\n", st->prog, st->rank,
+                loom_result_string(res), loom_get_error_string(st->comm));
+        return -1;
+    }
     if (st->coll->has_root && o->root >= st->nranks) {
         if (st->rank == 0)
             fprintf(stderr, "%s: -r %d: there are only %d ranks\n", st->prog, o->root,
@@ -423,14 +430,12 @@ static size_t perf_next_size(const struct perf_opts *o, size_t size)
  * the first data type. */
 /* Where an algorithm moves the data: the header names it per size, since
  * "transport tcp" alone reads wrong when every size ran in shared memory. */
-static const char *perf_path(const struct perf_state *st, enum loom_algo a, char *buf,
-                             size_t len)
+static const char *perf_path(const struct perf_state *st, const char *a, char *buf, size_t len)
 {
-    const struct loom_comm *ic = (const struct loom_comm *)st->comm;
-    const char *tx = ic->tx ? ic->tx->ops->name : loom_config()->transport;
-    if (a == LOOM_ALGO_SHM)
+    const char *tx = st->info.transport;
+    if (strcmp(a, "shm") == 0)
         return "shared memory";
-    if (a == LOOM_ALGO_HIER)
+    if (strcmp(a, "hier") == 0)
         snprintf(buf, len, "shared memory + %s", tx);
     else
         snprintf(buf, len, "%s", st->nranks > 1 ? tx : "none (one rank)");
@@ -445,25 +450,26 @@ static void perf_print_algos(struct perf_state *st)
     char line[1024];
     size_t len = 0;
     size_t first = 0, last = 0;
-    enum loom_algo cur = LOOM_ALGO_AUTO;
+    const char *cur = "";
     int have = 0, all_shm = 1;
     char pbuf[64];
     line[0] = '\0';
     for (size_t size = st->o.min_bytes;; size = perf_next_size(&st->o, size)) {
         int end = size > st->o.max_bytes;
-        enum loom_algo a = LOOM_ALGO_AUTO;
+        const char *a = "";
         if (!end) {
             c.size = size;
             st->coll->setup(&c);
-            struct loom_op op = {.kind = st->coll->kind, .count = c.op_count,
-                                 .dtype = c.dtype, .op = LOOM_SUM};
-            a = loom_coll_select((const struct loom_comm *)st->comm, &op);
+            loom_result_t res = loom_comm_algo(st->comm, st->coll->kind, c.op_count, c.dtype,
+                                               LOOM_SUM, &a);
+            if (res != LOOM_SUCCESS)
+                perf_die(st, "loom_comm_algo", res);
         }
-        if (have && (end || a != cur) && len < sizeof line) {
+        if (have && (end || strcmp(a, cur) != 0) && len < sizeof line) {
             len += (size_t)snprintf(line + len, sizeof line - len, "%s%zu-%zu %s over %s",
-                                    len ? ", " : "", first, last, loom_algo_name(cur),
+                                    len ? ", " : "", first, last, cur,
                                     perf_path(st, cur, pbuf, sizeof pbuf));
-            all_shm &= cur == LOOM_ALGO_SHM;
+            all_shm &= strcmp(cur, "shm") == 0;
             have = 0;
         }
         if (end)
@@ -485,10 +491,9 @@ static void perf_print_algos(struct perf_state *st)
 static void perf_header(struct perf_state *st)
 {
     struct perf_peer me = {.pid = (int32_t)getpid()};
-    struct loom_comm *ic = (struct loom_comm *)st->comm;
     if (gethostname(me.host, sizeof me.host - 1) != 0)
         snprintf(me.host, sizeof me.host, "?");
-    snprintf(me.addr, sizeof me.addr, "%s", ic->local_addr);
+    snprintf(me.addr, sizeof me.addr, "%s", st->info.address);
     struct perf_peer *all = calloc((size_t)st->nranks, sizeof *all);
     if (!all) {
         fprintf(stderr, "%s: rank %d: out of memory for the header\n", st->prog,
@@ -509,7 +514,7 @@ static void perf_header(struct perf_state *st)
     if (!path || !*path)
         path = getenv("RANK_TABLE_FILE");
     loom_ranktable_t *rt = NULL;
-    int nservers = ic->nhosts; /* without a table: the hosts the ranks found */
+    int nservers = st->info.nhosts; /* without a table: the hosts the ranks found */
     if (!st->o.url && path && *path && loom_ranktable_load(path, &rt, NULL) == LOOM_SUCCESS)
         loom_ranktable_nservers(rt, &nservers);
 
@@ -518,11 +523,10 @@ static void perf_header(struct perf_state *st)
     loom_get_version(&code, &version);
     const struct perf_opts *o = &st->o;
     FILE *f = st->table;
-    fprintf(f, "# Loom %s  nranks %d  servers %d  transport %s  chunk %zu\n",
-            version, st->nranks, nservers,
-            ic->tx ? ic->tx->ops->name : loom_config()->transport, ic->chunk_size);
-    if (ic->tx)
-        fprintf(f, "# transport: %s\n", ic->tx->info); /* "ofi tcp;ofi_rxm" */
+    fprintf(f, "# Loom %s  nranks %d  servers %d  transport %s  chunk %zu\n", version, st->nranks,
+            nservers, st->info.transport, st->info.chunk_size);
+    if (st->info.transport_detail) /* "ofi tcp;ofi_rxm" */
+        fprintf(f, "# transport: %s\n", st->info.transport_detail);
     fprintf(f, "# rendezvous: %s\n", st->how);
     if (o->factor > 1.0)
         fprintf(f, "# %s  minBytes %zu  maxBytes %zu  step: %g(factor)", st->coll->name,
@@ -696,16 +700,16 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
         fflush(st->csv);
     }
     if (st->json) {
-        struct loom_op op = {.kind = st->coll->kind, .count = c->op_count,
-                             .dtype = c->dtype, .op = c->op};
-        enum loom_algo a = loom_coll_select((const struct loom_comm *)st->comm, &op);
-        const struct loom_comm *ic = (const struct loom_comm *)st->comm;
+        const char *a = "?";
+        res = loom_comm_algo(st->comm, st->coll->kind, c->op_count, c->dtype, c->op, &a);
+        if (res != LOOM_SUCCESS)
+            perf_die(st, "loom_comm_algo", res);
         fprintf(st->json,
                 "{\"collective\":\"%s\",\"nranks\":%d,\"algorithm\":\"%s\","
                 "\"size\":%zu,\"count\":%llu,\"type\":\"%s\",\"redop\":\"%s\","
                 "\"root\":%d",
-                st->coll->name, st->nranks, loom_algo_name(a), c->size,
-                (unsigned long long)c->count, type, redop, root);
+                st->coll->name, st->nranks, a, c->size, (unsigned long long)c->count, type, redop,
+                root);
         static const char *const pre[2] = {"oop", "ip"};
         for (int v = 0; v < 2; v++) {
             fprintf(st->json, ",\"%s_time_us\":%.3f,\"%s_algbw\":%.4f,\"%s_busbw\":%.4f",
@@ -716,8 +720,8 @@ static void perf_row(struct perf_state *st, struct perf_case *c)
             else
                 fprintf(st->json, ",\"%s_wrong\":null", pre[v]);
         }
-        fprintf(st->json, ",\"library\":\"Loom %s\",\"transport\":\"%s\"}\n",
-                PACKAGE_VERSION, ic->tx ? ic->tx->ops->name : loom_config()->transport);
+        fprintf(st->json, ",\"library\":\"Loom %s\",\"transport\":\"%s\"}\n", PACKAGE_VERSION,
+                st->info.transport);
         fflush(st->json);
     }
 }

@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "comm/comm.h"
 
 /* One row of the sweep, as the driver hands it to the collective's hooks. */
 struct perf_case {
@@ -39,7 +38,8 @@ struct perf_case {
 
 struct perf_coll {
     const char *name;         /* "all_reduce": headers, JSON "collective"    */
-    enum loom_op_kind kind;   /* for the algorithm selected per size         */
+    const char *kind;         /* as LOOM_ALGO names it: "allreduce", for the
+                                 algorithm loom_comm_algo selects per size */
     int has_op;               /* takes a reduction operation                 */
     int has_root;             /* takes a root                                */
     /* Bus bandwidth = algorithm bandwidth * bus_factor(nranks). */

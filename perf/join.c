@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "launch.h"
+#include "core/launch.h"
 #include "join.h"
 
 static const char *join_env(const char *name)

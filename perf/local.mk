@@ -4,7 +4,7 @@
 # Installed as loom-<coll>_perf; in the build tree perf/<coll>_perf is a
 # symbolic link to the same program, so nccl-tests habits work there too.
 PERF_COMMON = perf/common.c perf/common.h perf/join.c perf/join.h \
-	tests/integration/coll_check.h
+	perf/coll_check.h
 PERF_LINKS = perf/all_reduce_perf perf/all_gather_perf perf/broadcast_perf \
 	perf/reduce_scatter_perf perf/reduce_perf
 
@@ -61,8 +61,8 @@ perf_scale_probe_SOURCES = perf/scale_probe.c
 perf_scale_probe_LDADD = libloom.la
 EXTRA_DIST += perf/scale-growth perf/scale-model perf/scale_bytes.c
 
-# perf/torch_bench.py: torch.distributed backend loom against gloo (issue 19;
-# python3 with torch, not run by make check).
+# perf/torch_bench.py: torch.distributed backend loom against gloo (needs
+# python3 with torch; not run by make check).
 EXTRA_DIST += perf/torch_bench.py
 
 # Seconds from a kill -9 to the first good collective on the shrunk

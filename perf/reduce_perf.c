@@ -4,7 +4,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "coll_check.h"
 
 static void red_setup(struct perf_case *c)
 {
@@ -46,7 +46,7 @@ static uint64_t red_check(struct perf_case *c)
 
 static const struct perf_coll reduce = {
     .name = "reduce",
-    .kind = LOOM_OP_REDUCE,
+    .kind = "reduce",
     .has_op = 1,
     .has_root = 1,
     .bus_factor = perf_factor_one,

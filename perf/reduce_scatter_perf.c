@@ -6,7 +6,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "coll_check.h"
 
 static void rs_setup(struct perf_case *c)
 {
@@ -49,7 +49,7 @@ static uint64_t rs_check(struct perf_case *c)
 
 static const struct perf_coll reduce_scatter = {
     .name = "reduce_scatter",
-    .kind = LOOM_OP_REDUCE_SCATTER,
+    .kind = "reduce_scatter",
     .has_op = 1,
     .has_root = 0,
     .bus_factor = perf_factor_gather,

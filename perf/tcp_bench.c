@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "util.h"
+#include "base/util.h"
 #include "bootstrap/bootstrap.h"
 #include "net/net.h"
 #include "transport/transport.h"
 #include "bootstrap/oob.h"
-#include "config.h"
+#include "base/config.h"
 
 static int g_timeout_us = -1;
 static size_t g_only_size; /* -b: run just this size */

@@ -1,4 +1,4 @@
-# python/local.mk: the loom Python package and the PyTorch backend (issue 19).
+# python/local.mk: the loom Python package and the PyTorch backend.
 #
 # In the build tree the package is $(builddir)/python/loom: the sources
 # copied there (for out-of-tree builds), _paths.py naming the build's .libs,

@@ -7,7 +7,7 @@ set -e
 PKGS="build-essential autoconf automake libtool pkg-config libcjson-dev libssl-dev check \
 libibverbs-dev libfabric-dev clang libclang-rt-14-dev iproute2 gnuplot-nox \
 openmpi-bin libopenmpi-dev g++ python3 python3-numpy python3-pytest python3-torch libtorch-dev python3-pip \
-libopenblas0-pthread"
+libopenblas0-pthread clang-format"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

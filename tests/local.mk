@@ -9,14 +9,14 @@ endif
 
 check_PROGRAMS += tests/integration/test_coll
 tests_integration_test_coll_SOURCES = tests/integration/test_coll.c \
-	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
+	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
 tests_integration_test_coll_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_coll
 
 if HAVE_CHECK
 check_PROGRAMS += tests/integration/test_comm
 tests_integration_test_comm_SOURCES = tests/integration/test_comm.c \
-	tests/integration/coll_check.h tests/integration/harness.h
+	perf/coll_check.h tests/integration/harness.h
 tests_integration_test_comm_CFLAGS = $(TEST_CFLAGS)
 tests_integration_test_comm_LDADD = $(TEST_LIBS)
 TESTS += tests/integration/test_comm
@@ -53,6 +53,14 @@ EXTRA_DIST += tests/integration/test_launch.sh
 # Layers point down only: an include or a call that points up fails.
 TESTS += scripts/check-layers
 EXTRA_DIST += scripts/check-layers
+# ... and it fails on a planted violation of each of its rules.
+TESTS += scripts/check-layers-test
+EXTRA_DIST += scripts/check-layers-test
+
+# .clang-format, checked on the lines a change touches (CI runs
+# scripts/check-format against the base); the checker's own test.
+TESTS += scripts/check-format-test
+EXTRA_DIST += .clang-format scripts/check-format scripts/check-format-test
 
 # Losing ranks and going on: kill -9 mid-loop, revoke, shrink, 100 more
 # allreduces checked by every survivor (tcp, shm, 2-server, ofi).

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "config.h"
+#include "base/config.h"
 #include "transport/transport.h"
 
 static void info_usage(FILE *out)

@@ -37,7 +37,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "net/net.h"
-#include "util.h"
+#include "base/util.h"
 
 #define RUN_MAX_RANKS 1024
 #define RUN_LINE_MAX 65536   /* a longer line is passed on in pieces      */

@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "util.h"
-#include "config.h"
+#include "base/util.h"
+#include "base/config.h"
 #include "net/net.h"
 #include "probe.h"
 #include "probe_internal.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "util.h"
+#include "base/util.h"
 #include "probe.h"
 #include "probe_internal.h"
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "util.h"
+#include "base/util.h"
 #include "bootstrap/boot_io.h"
 #include "probe_internal.h"
 

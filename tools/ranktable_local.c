@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "ranktable_local.h"
 
 struct local_rank {

@@ -1,4 +1,4 @@
-# adapters/cuda/local.mk: libloom_cuda, the CUDA stream adapter (issue 20),
+# adapters/cuda/local.mk: libloom_cuda, the CUDA stream adapter,
 # built when configure finds CUDA's headers (HAVE_CUDA). The only code that
 # includes CUDA headers. It links no CUDA library (the driver is reached
 # through dlopen) and only libloom's public API.
@@ -38,7 +38,7 @@ adapters_cuda_tests_check_cuda_SOURCES = \
 	adapters/cuda/tests/fake_cuda.c \
 	adapters/cuda/tests/fake_cuda.h \
 	tests/integration/devmem.h tests/integration/stage_one.h \
-	tests/integration/coll_check.h tests/integration/harness.h
+	perf/coll_check.h tests/integration/harness.h
 adapters_cuda_tests_check_cuda_CPPFLAGS = $(LOOM_CUDA_CPPFLAGS) \
 	-I$(top_srcdir)/tests/integration -DLOOM_TEST_CUDA_STUB='"$(CUDA_DIR)/lib64/stubs/libcuda.so"'
 adapters_cuda_tests_check_cuda_CFLAGS = $(TEST_CFLAGS)

@@ -1,4 +1,4 @@
-# compat/hccl/local.mk: libloom_hccl and <hccl/hccl.h> (issue 21).
+# compat/hccl/local.mk: libloom_hccl and <hccl/hccl.h>.
 #
 # A library of its own over Loom's public API, so that libloom exports no
 # Hccl* symbol; its headers install under $(includedir)/loom-hccl, which only

@@ -8,26 +8,22 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "comm.h"
-#include "core.h"
-#include "group.h"
-#include "redop.h"
-#include "util.h"
+#include "comm/comm.h"
+#include "core/core.h"
+#include "core/group.h"
+#include "comm/redop.h"
+#include "base/util.h"
 
 static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static loom_result_t bad(struct loom_comm *comm, const char *fmt, ...)
 {
-    /* argument errors are not sticky: the communicator is still usable */
+    char msg[sizeof comm->errmsg];
     va_list ap;
     va_start(ap, fmt);
-    pthread_mutex_lock(&comm->lock);
-    if (comm->error == LOOM_SUCCESS)
-        vsnprintf(comm->errmsg, sizeof comm->errmsg, fmt, ap);
-    pthread_mutex_unlock(&comm->lock);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* returned to the caller, who reports it: INFO (loom_comm_set_error) */
-    LOOM_INFO(LOOM_SUB_COLL, "%s", comm->errmsg);
+    loom_comm_set_arg_error(comm, "%s", msg);
     /* a group with a bad call runs none of its calls */
     loom_group_fail(LOOM_ERROR_INVALID_ARGUMENT);
     return LOOM_ERROR_INVALID_ARGUMENT;

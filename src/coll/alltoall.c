@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "coll.h"
-#include "util.h"
+#include "base/util.h"
 
 loom_result_t loom_pairwise_alltoall(struct loom_comm *comm, struct loom_op *op)
 {

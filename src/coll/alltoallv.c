@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "coll.h"
-#include "util.h"
+#include "base/util.h"
 
 /* The bytes the send blocks span (the in-place copy). */
 static size_t send_extent(const uint64_t *counts, const uint64_t *displs, int n,

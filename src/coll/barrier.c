@@ -13,7 +13,7 @@
 
 #include "coll.h"
 #include "ring_math.h"
-#include "util.h"
+#include "base/util.h"
 
 loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
                                          struct loom_op *op)

@@ -6,7 +6,7 @@
 
 #include "coll.h"
 #include "ring_math.h"
-#include "util.h"
+#include "base/util.h"
 
 loom_result_t loom_binomial_broadcast(struct loom_comm *comm, struct loom_op *op)
 {

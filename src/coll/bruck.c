@@ -10,7 +10,7 @@
 
 #include "coll.h"
 #include "tree_math.h"
-#include "util.h"
+#include "base/util.h"
 
 loom_result_t loom_bruck_allgather(struct loom_comm *comm, struct loom_op *op)
 {

@@ -10,7 +10,7 @@
 
 #include "coll.h"
 #include "ring_math.h"
-#include "util.h"
+#include "base/util.h"
 
 #define CHAIN_WINDOW 8
 

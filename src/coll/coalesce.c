@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "coll.h"
-#include "redop.h"
-#include "util.h"
+#include "comm/redop.h"
+#include "base/util.h"
 
 #define LOOM_PACK_MAX (64u << 10)
 /* staging kept between calls up to this size; larger is freed after use */

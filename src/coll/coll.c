@@ -7,47 +7,16 @@
 
 #include "coll.h"
 #include "shm/shm.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Automatic choice for allreduce: per class of rank count, the algorithm
- * for each band of message sizes. Measured with `LOOM_SHM=0 test_algos
- * --bench N` (loopback TCP on 2 shared cores, so 4+ ranks are
- * oversubscribed): every algorithm interleaved per size, best of five
- * rounds, slowest rank, two runs; us per float32 sum (the two runs):
- *
- *   n  bytes        ring         rd        tree         rhd   chosen
- *   2  8          15  15      7   8     12  12      15  15   rd
- *   2  128K       34  36     28  26     54  57      34  37   rd
- *   2  512K       90  93     88  90    107 107      89  91   ring
- *   2  2M        335 332    369 421    393 407     347 321   ring
- *   4  8          56  58     34  31     63  62      51  43   rd
- *   4  128K      166 134    129 130    179 180     138 136   rd
- *   4  512K      309 312    380 370    358 355     341 347   ring
- *   8  8         106 138    105 103    162 176      95  99   rd
- *   8  32K       265 297    149 146    207 212     226 222   rd
- *   8  128K      430 459    372 359    408 412     331 326   rhd
- *   8  512K      907 943   1115 1095   883 1000    804 784   rhd
- *   8  2M       4315 4021  9211 8302  4950 4907   4762 4250  ring
- *
- * Timings here move by 10-20% from run to run (the same algorithm in two
- * columns differs that much), so an algorithm other than the ring is
- * chosen only where it beat the ring clearly in every run: the choice must
- * never be slower than the ring. 3 and 6 ranks (separate runs, us):
- * 128K rd 94 vs ring 108 and rd 211 vs ring 244; 512K within 5% of it.
- *
- * (The tree column predates the shallower tree and its alternation, see
- * tree.c.) With them, all_reduce_perf at 8 ranks, best of 4 interleaved
- * runs (perf/compare-peers --libs loom --algos ring,tree), two runs: the
- * tree beats the ring from 8 B (119 vs 124 us; 109 vs 114) through 128K
- * (313 vs 469; 330 vs 447); the crossover fell between 2M and 8M in one
- * run and between 128K and 512K in the other. In test_algos
- * --bench (three runs) recursive doubling is as fast or faster up to 32K
- * and halving-doubling within 10% at 128K and faster at 512K, here where a
- * hop costs a context switch on a shared core rather than link latency: the
- * tree is chosen by LOOM_ALGO only. Hierarchical and shared-memory
- * algorithms come ahead of this table, from the
- * communicator's topology (loom_coll_select). A row serves rank counts up
- * to max_ranks (pow2: powers of two only); bands ascend in size, and the
+ * for each band of message sizes. An algorithm other than the ring is
+ * chosen only where it beat the ring clearly in every measured run, so the
+ * choice is never slower than the ring; the tree is chosen by LOOM_ALGO
+ * only (the measurements: docs/perf.md, "Algorithm selection").
+ * Hierarchical and shared-memory algorithms come ahead of this table, from
+ * the communicator's topology (loom_coll_select). A row serves rank counts
+ * up to max_ranks (pow2: powers of two only); bands ascend in size, and the
  * last one, the ring, is open-ended. */
 struct allreduce_band {
     size_t max_bytes;
@@ -62,7 +31,7 @@ struct allreduce_row {
 
 #define OPEN_END ((size_t)-1)
 
-static const struct allreduce_row allreduce_table[] = {
+static const struct allreduce_row tcp_allreduce[] = {
     {3, 0, {{128 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
     {4, 1, {{128 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
     {7, 0, {{128 << 10, LOOM_ALGO_RD}, {OPEN_END, LOOM_ALGO_RING}}},
@@ -72,24 +41,35 @@ static const struct allreduce_row allreduce_table[] = {
 
 /* Broadcast: the chain, except for small messages on communicators where
  * the chain is more than one hop deeper than the binomial tree (n - 1 hops
- * against ceil(log2 n)), i.e. from 6 ranks on. Up to 5 ranks the chain wins
- * back-to-back calls (every rank sends once a call; the binomial root sends
- * log2 n times) and single calls tie; at 8 ranks single calls lose. Scatter +
- * allgather moves more bytes in all and lost at every size on loopback:
- * forced only. Allgather: Bruck up to this many bytes gathered in all, then
- * the ring. Measured (us; back-to-back: perf/broadcast_perf; single: p50 of
- * a blocking broadcast + barrier, per run, where a barrier alone took 33-110):
- *   broadcast 4 ranks 8 B back-to-back: chain 4.7 binomial 8.1; 1K: 6.4 8.3;
- *                     16K: 17.0 19.6; single 8 B: 45 69 44 vs 51 51 55
- *   broadcast 5 ranks 8 B back-to-back: chain 5.3 binomial 13.3;
- *                     single 8 B: 99 94 vs 103 97
- *   broadcast 8 ranks 8 B back-to-back: chain 6.8 binomial 15.1;
- *                     single 8 B: 145 149 vs 133 138
- *   broadcast 8 ranks  16K: chain 72 binomial 75 scatter_allgather 1560 us
- *                      64K: chain 154 binomial 278 scatter_allgather 1739 us
- *   allgather 8 ranks 256K: ring 2194 bruck 1809; 1M: ring 6533 bruck 8819 */
-#define BCAST_BINOMIAL_MAX (16 << 10)
-#define ALLGATHER_BRUCK_MAX (256 << 10)
+ * against ceil(log2 n)), i.e. from 6 ranks on; scatter + allgather is
+ * forced only. Allgather: Bruck up to a number of bytes gathered in all,
+ * then the ring. Measured: docs/perf.md, "Algorithm selection". */
+struct coll_tuning {
+    const char *transport;
+    const struct allreduce_row *allreduce;
+    size_t bcast_binomial_max;  /* bytes */
+    size_t allgather_bruck_max; /* bytes gathered in all */
+};
+
+/* Keyed by transport; the first row, measured over loopback TCP, serves
+ * every transport without a row of its own (ofi and verbs until measured
+ * on their fabrics). */
+static const struct coll_tuning tunings[] = {
+    {"tcp", tcp_allreduce, 16 << 10, 256 << 10},
+};
+
+static const struct coll_tuning *coll_tuning(const char *transport)
+{
+    for (size_t i = 0; transport && i < sizeof tunings / sizeof tunings[0]; i++)
+        if (strcmp(tunings[i].transport, transport) == 0)
+            return &tunings[i];
+    return &tunings[0];
+}
+
+const char *loom_coll_tuned_on(const char *transport)
+{
+    return coll_tuning(transport)->transport;
+}
 
 static int ceil_log2(int n)
 {
@@ -99,19 +79,21 @@ static int ceil_log2(int n)
     return d;
 }
 
-static enum loom_algo broadcast_auto(size_t bytes, int nranks)
+static enum loom_algo broadcast_auto(const struct coll_tuning *t, size_t bytes, int nranks)
 {
-    if (bytes > BCAST_BINOMIAL_MAX || nranks - 1 <= ceil_log2(nranks) + 1)
+    if (bytes > t->bcast_binomial_max || nranks - 1 <= ceil_log2(nranks) + 1)
         return LOOM_ALGO_CHAIN;
     return LOOM_ALGO_BINOMIAL;
 }
 
-enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
+enum loom_algo loom_coll_auto(const char *transport, enum loom_op_kind kind, size_t bytes,
+                              int nranks)
 {
+    const struct coll_tuning *t = coll_tuning(transport);
     switch (kind) {
     case LOOM_OP_ALLREDUCE: {
         int pow2 = (nranks & (nranks - 1)) == 0;
-        const struct allreduce_row *row = allreduce_table;
+        const struct allreduce_row *row = t->allreduce;
         while (nranks > row->max_ranks || (row->pow2 && !pow2))
             row++;
         const struct allreduce_band *b = row->band;
@@ -119,16 +101,20 @@ enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks)
             b++;
         return b->algo;
     }
-    case LOOM_OP_BROADCAST:
-        return broadcast_auto(bytes, nranks);
+    case LOOM_OP_BROADCAST: return broadcast_auto(t, bytes, nranks);
     case LOOM_OP_ALLGATHER:
-        return bytes * (size_t)nranks <= ALLGATHER_BRUCK_MAX ? LOOM_ALGO_BRUCK
-                                                             : LOOM_ALGO_RING;
+        return bytes * (size_t)nranks <= t->allgather_bruck_max ? LOOM_ALGO_BRUCK : LOOM_ALGO_RING;
     case LOOM_OP_REDUCE_SCATTER: return LOOM_ALGO_RING;
     case LOOM_OP_REDUCE: return LOOM_ALGO_CHAIN;
     case LOOM_OP_BARRIER: return LOOM_ALGO_DISSEMINATION;
     default: return LOOM_ALGO_AUTO;
     }
+}
+
+/* The transport whose table chooses (none with one rank). */
+static const char *coll_transport(const struct loom_comm *comm)
+{
+    return comm->tx ? comm->tx->ops->name : NULL;
 }
 
 enum loom_algo loom_coll_select(const struct loom_comm *comm,
@@ -143,8 +129,8 @@ enum loom_algo loom_coll_select(const struct loom_comm *comm,
     int forced = comm->algo_forced[op->kind];
     if (forced != LOOM_ALGO_AUTO && !loom_algo_is_shm(forced) && forced != LOOM_ALGO_HIER)
         return (enum loom_algo)forced;
-    return loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
-                          comm->nranks);
+    return loom_coll_auto(coll_transport(comm), op->kind,
+                          (size_t)op->count * loom_dtype_size(op->dtype), comm->nranks);
 }
 
 loom_result_t loom_allreduce_begin(struct loom_comm *comm, struct loom_op *op,
@@ -189,12 +175,12 @@ static loom_result_t coll_run_algo(struct loom_comm *comm, struct loom_op *op)
             return sres;
     }
     if (loom_algo_is_shm(a) || a == LOOM_ALGO_HIER) /* forced where it cannot run */
-        a = loom_coll_auto(op->kind, (size_t)op->count * loom_dtype_size(op->dtype),
-                           comm->nranks);
-    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s, %d ranks",
+        a = loom_coll_auto(coll_transport(comm), op->kind,
+                           (size_t)op->count * loom_dtype_size(op->dtype), comm->nranks);
+    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm %s, %d ranks, %s's table",
               loom_op_kind_name(op->kind), (unsigned long long)op->seq,
-              (unsigned long long)op->count, loom_dtype_name(op->dtype),
-              loom_algo_name(a), comm->nranks);
+              (unsigned long long)op->count, loom_dtype_name(op->dtype), loom_algo_name(a),
+              comm->nranks, loom_coll_tuned_on(coll_transport(comm)));
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE:
         if (comm->nranks == 1 || op->count == 0) {

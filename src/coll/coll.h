@@ -24,10 +24,13 @@ enum loom_algo loom_coll_select(const struct loom_comm *comm,
                                 const struct loom_op *op);
 
 /* The automatic choice for a collective of bytes bytes (allgather: bytes
- * per rank) over nranks ranks, ignoring LOOM_ALGO. */
-enum loom_algo loom_coll_auto(enum loom_op_kind kind, size_t bytes, int nranks);
-
-
+ * per rank) over nranks ranks on transport (its name; NULL for none),
+ * ignoring LOOM_ALGO. */
+enum loom_algo loom_coll_auto(const char *transport, enum loom_op_kind kind, size_t bytes,
+                              int nranks);
+/* The transport whose measurements choose for transport: its own, or tcp's
+ * where it has none. */
+const char *loom_coll_tuned_on(const char *transport);
 
 /* ---- point-to-point helpers (p2p.c) ------------------------------------ */
 
@@ -134,7 +137,7 @@ loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
 int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op);
 loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op);
 
-/* ---- point-to-point calls, alltoall/gather/scatter, groups (issue 19) --- */
+/* ---- point-to-point calls, alltoall/gather/scatter, groups ------------- */
 
 /* What these keep per communicator (comm->ext, made on first use, freed
  * with the communicator). Only the executing thread touches it. */

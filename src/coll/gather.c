@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "coll.h"
-#include "util.h"
+#include "base/util.h"
 
 static loom_result_t linear(struct loom_comm *comm, struct loom_op *op, int to_root)
 {

@@ -4,9 +4,9 @@
 #include "build_config.h"
 
 #include "coll.h"
-#include "redop.h"
+#include "comm/redop.h"
 #include "shm/shm.h"
-#include "util.h"
+#include "base/util.h"
 
 int loom_coll_is_ext(const struct loom_op *op)
 {

@@ -22,7 +22,7 @@
 
 #include "coll.h"
 #include "shm/shm.h"
-#include "util.h"
+#include "base/util.h"
 
 int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op)
 {

@@ -11,7 +11,7 @@
 #include "comm/wait.h"
 #include "bootstrap/oob.h"
 #include "net/net.h"
-#include "util.h"
+#include "base/util.h"
 
 /* After spin_us of no completion we yield the CPU between polls (other ranks
  * may share it); after this long we sleep in the transport. */

@@ -11,7 +11,7 @@
 #include "coll.h"
 #include "ring_math.h"
 #include "tree_math.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Elements [*off, *off + *len) of blocks [lo, hi) of count split p ways. */
 static void blocks_span(uint64_t count, int p, int lo, int hi, uint64_t *off,

@@ -12,7 +12,7 @@
 
 #include "coll.h"
 #include "ring_math.h"
-#include "util.h"
+#include "base/util.h"
 
 #define RING_WINDOW 8
 

@@ -9,7 +9,7 @@
 
 #include "coll.h"
 #include "ring_math.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Bytes [*off, *off + *len) of parts [lo, hi). */
 static void parts_span(const struct loom_op *op, int n, int lo, int hi,

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "coll.h"
-#include "util.h"
+#include "base/util.h"
 
 /* wop->exec while a group's batch runs: for culprit() */
 struct batch {

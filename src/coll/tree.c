@@ -29,7 +29,7 @@
 #include "coll.h"
 #include "ring_math.h"
 #include "tree_math.h"
-#include "util.h"
+#include "base/util.h"
 
 /* Chunks the broadcast of chunk c is ordered behind the reduce of c. */
 #define TREE_LAG_MIN 4
@@ -39,10 +39,8 @@
 #define TREE_PIPE_DEPTH 4
 #define TREE_CHUNK_MIN 65536
 /* Up to this many bytes one tree carries the whole buffer: splitting it
- * doubles the messages where latency, not link bandwidth, sets the time.
- * 8 ranks on loopback, us per float32 sum, single vs double tree (measured
- * with the deeper tree of before): 32 B 172 vs 227, 32K 186 vs 252, 128K
- * 334 vs 397, 512K 866 vs 843, 2M 5306 vs 4167. */
+ * doubles the messages where latency, not link bandwidth, sets the time
+ * (docs/perf.md, "Algorithm selection"). */
 #define TREE_SINGLE_MAX (256 << 10)
 /* Keys past the first unsent unit that post_sends looks at. */
 #define TREE_LOOKAHEAD 64

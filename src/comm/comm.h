@@ -106,6 +106,12 @@ void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
                              loom_result_t res, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A bad argument of a call on comm: the message for loom_get_error_string,
+ * not sticky (comm stays usable) and kept behind a sticky error. Logged at
+ * INFO: the caller reports it. */
+void loom_comm_set_arg_error(struct loom_comm *comm, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* The sticky error (LOOM_SUCCESS when none), read under the lock. */
 loom_result_t loom_comm_error(struct loom_comm *comm);
 
@@ -116,5 +122,8 @@ const char *loom_comm_describe(void *comm, int rank);
 void *loom_comm_scratch(struct loom_comm *comm, size_t bytes);
 struct loom_tx_req *loom_comm_reqs(struct loom_comm *comm, size_t n);
 
+/* This rank's index among the ranks of its server, and their number: by
+ * the rank table's server when there is one, else by host. */
+void loom_comm_local_place(const struct loom_comm *comm, int *index, int *size);
 
 #endif

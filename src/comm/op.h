@@ -20,7 +20,7 @@ enum loom_op_kind {
     LOOM_OP_REDUCE_SCATTER,
     LOOM_OP_REDUCE,
     LOOM_OP_BARRIER,
-    /* issue 19: below here, no shared-memory engine (they run over the
+    /* below here, no shared-memory engine (they run over the
      * transport on every communicator) */
     LOOM_OP_ALLTOALL,
     LOOM_OP_GATHER,
@@ -37,7 +37,6 @@ enum loom_op_kind {
     LOOM_OP_ALLTOALLV,
     LOOM_OP_KIND_COUNT /* at most 16: the fingerprint keeps 4 bits */
 };
-
 
 /* One call: the descriptor every entry point packs (one enqueue path,
  * validated once). */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "redop.h"
-#include "util.h"
+#include "base/util.h"
 
 /* User ops are LOOM_REDOP_USER_FIRST + their slot: far from the built-in
  * values, so that a stale or made-up value is told apart. */

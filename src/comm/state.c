@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "comm.h"
-#include "util.h"
+#include "base/util.h"
 
 static void comm_set_error_v(struct loom_comm *comm, unsigned subsys, loom_result_t res,
                              const char *fmt, va_list ap)
@@ -43,6 +43,18 @@ void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
     va_start(ap, fmt);
     comm_set_error_v(comm, subsys, res, fmt, ap);
     va_end(ap);
+}
+
+void loom_comm_set_arg_error(struct loom_comm *comm, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&comm->lock);
+    if (comm->error == LOOM_SUCCESS)
+        vsnprintf(comm->errmsg, sizeof comm->errmsg, fmt, ap);
+    pthread_mutex_unlock(&comm->lock);
+    va_end(ap);
+    LOOM_INFO(LOOM_SUB_COLL, "%s", comm->errmsg);
 }
 
 loom_result_t loom_comm_error(struct loom_comm *comm)
@@ -96,3 +108,20 @@ struct loom_tx_req *loom_comm_reqs(struct loom_comm *comm, size_t n)
     return r;
 }
 
+/* This rank's index among the ranks of its server, and their number: by
+ * the rank table's server when there is one, else by host. */
+void loom_comm_local_place(const struct loom_comm *comm, int *index, int *size)
+{
+    if (!comm->server_of) {
+        *index = comm->local_index;
+        *size = comm->local_size;
+        return;
+    }
+    *index = *size = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (comm->server_of[r] == comm->server_of[comm->rank]) {
+            if (r < comm->rank)
+                (*index)++;
+            (*size)++;
+        }
+}

@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "wire.h"
-#include "config.h"
+#include "base/wire.h"
+#include "base/config.h"
 #include "trace.h"
-#include "util.h"
+#include "base/util.h"
 
 static struct loom_trace_rec *slot(struct loom_comm *comm, uint64_t seq)
 {

@@ -2,7 +2,7 @@
 #include "build_config.h"
 
 #include "wait.h"
-#include "util.h"
+#include "base/util.h"
 
 loom_result_t loom_wait_check(struct loom_wait *w, struct loom_comm *comm,
                               const struct loom_op *op, uint64_t now_ns,

@@ -17,7 +17,8 @@
 #include "coll/coll.h"
 #include "core.h"
 #include "group.h"
-#include "util.h"
+#include "stream/stream.h"
+#include "base/util.h"
 
 struct pending {
     struct loom_comm *comm;
@@ -172,7 +173,7 @@ LOOM_API loom_result_t loom_group_end(void)
      * itself in another communicator's part of its group cannot stall). */
     for (size_t c = 0; c < nc; c++) {
         loom_result_t r;
-        if (!ops[c].stream && nc > 1 && (r = loom_stream_create_host(&tmp[c])) < 0) {
+        if (!ops[c].stream && nc > 1 && (r = loom_stream_new_host(&tmp[c])) < 0) {
             loom_op_release(&ops[c]);
             if (res == LOOM_SUCCESS)
                 res = r;
@@ -189,10 +190,10 @@ LOOM_API loom_result_t loom_group_end(void)
     }
     for (size_t c = 0; c < nc; c++)
         if (tmp[c]) {
-            loom_result_t r = loom_stream_synchronize(tmp[c]);
+            loom_result_t r = loom_stream_drain(tmp[c]);
             if (r < 0 && res == LOOM_SUCCESS)
                 res = r;
-            loom_stream_destroy(tmp[c]);
+            loom_stream_free(tmp[c]);
         }
 out:
     free(comms);

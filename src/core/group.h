@@ -3,7 +3,7 @@
 #ifndef LOOM_GROUP_H
 #define LOOM_GROUP_H
 
-#include "comm.h"
+#include "comm/comm.h"
 
 /* Nesting depth of this thread's group (0: none). */
 int loom_group_depth(void);

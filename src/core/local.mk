@@ -3,7 +3,7 @@
 # the internal service path, launcher variables.
 libloom_core_la_SOURCES += \
 	src/core/core.h \
-	src/core/comm.c \
+	src/core/life.c \
 	src/core/shrink.c \
 	src/core/queue.c \
 	src/core/launch.h \

@@ -1,7 +1,7 @@
 /* device.c - the accelerator device a rank drives, for stream adapters. */
 #include "build_config.h"
 
-#include "config.h"
+#include "base/config.h"
 #include "comm/comm.h"
 
 LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device)
@@ -11,8 +11,10 @@ LOOM_API loom_result_t loom_comm_device(loom_comm_t comm, int *device)
     int d = loom_config()->cuda_device;
     if (d < 0)
         d = comm->device_id;
-    if (d < 0)
-        return loom_comm_local_rank(comm, device);
+    if (d < 0) {
+        int size;
+        loom_comm_local_place(comm, &d, &size);
+    }
     *device = d;
     return LOOM_SUCCESS;
 }

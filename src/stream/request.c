@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "stream.h"
-#include "util.h"
+#include "base/util.h"
 
 enum {
     REQ_DONE = 1,         /* result valid                               */

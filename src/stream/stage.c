@@ -41,9 +41,9 @@
 #include <time.h>
 
 #include "coll/coll.h"
-#include "config.h"
+#include "base/config.h"
 #include "stream.h"
-#include "util.h"
+#include "base/util.h"
 
 enum stage_where { AT_ALL = 0, AT_ROOT, AT_NONROOT };
 

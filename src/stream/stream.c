@@ -10,13 +10,12 @@
 
 #include "coll/coll.h"
 #include "stream.h"
-#include "util.h"
+#include "base/util.h"
 
 /* A hook's copy of the caller's struct: fields past its struct_size stay
  * NULL, so an adapter built against an older loom.h keeps working. */
-LOOM_API loom_result_t loom_stream_create_hooks(const loom_stream_hooks *hooks,
-                                                void *user_stream,
-                                                loom_stream_t *stream)
+static loom_result_t stream_create(const loom_stream_hooks *hooks, void *user_stream,
+                                   struct loom_stream **stream)
 {
     if (!hooks || !stream)
         return LOOM_ERROR_INVALID_ARGUMENT;
@@ -54,6 +53,12 @@ LOOM_API loom_result_t loom_stream_create_hooks(const loom_stream_hooks *hooks,
     return LOOM_SUCCESS;
 }
 
+LOOM_API loom_result_t loom_stream_create_hooks(const loom_stream_hooks *hooks, void *user_stream,
+                                                loom_stream_t *stream)
+{
+    return stream_create(hooks, user_stream, stream);
+}
+
 /* The host stream needs no hooks: ordering and completion are the tickets
  * every stream keeps. */
 static const loom_stream_hooks host_hooks = {
@@ -61,9 +66,14 @@ static const loom_stream_hooks host_hooks = {
     .name = "host",
 };
 
+loom_result_t loom_stream_new_host(struct loom_stream **stream)
+{
+    return stream_create(&host_hooks, NULL, stream);
+}
+
 LOOM_API loom_result_t loom_stream_create_host(loom_stream_t *stream)
 {
-    return loom_stream_create_hooks(&host_hooks, NULL, stream);
+    return loom_stream_new_host(stream);
 }
 
 static uint64_t first_outstanding(const struct loom_stream *s)
@@ -71,10 +81,8 @@ static uint64_t first_outstanding(const struct loom_stream *s)
     return s->noutstanding ? s->outstanding[0] : UINT64_MAX;
 }
 
-LOOM_API loom_result_t loom_stream_synchronize(loom_stream_t s)
+loom_result_t loom_stream_drain(struct loom_stream *s)
 {
-    if (!s)
-        return LOOM_ERROR_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->lock);
     /* and until the requests' callbacks have returned */
     while (s->noutstanding || s->callbacks_running)
@@ -86,11 +94,16 @@ LOOM_API loom_result_t loom_stream_synchronize(loom_stream_t s)
     return res;
 }
 
-LOOM_API loom_result_t loom_stream_destroy(loom_stream_t s)
+LOOM_API loom_result_t loom_stream_synchronize(loom_stream_t s)
 {
     if (!s)
         return LOOM_ERROR_INVALID_ARGUMENT;
-    loom_stream_synchronize(s);
+    return loom_stream_drain(s);
+}
+
+void loom_stream_free(struct loom_stream *s)
+{
+    loom_stream_drain(s);
     loom_stage_pool_free(s);
     if (s->hooks.destroy)
         s->hooks.destroy(s->user);
@@ -99,6 +112,13 @@ LOOM_API loom_result_t loom_stream_destroy(loom_stream_t s)
     pthread_cond_destroy(&s->cv);
     free(s->outstanding);
     free(s);
+}
+
+LOOM_API loom_result_t loom_stream_destroy(loom_stream_t s)
+{
+    if (!s)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    loom_stream_free(s);
     return LOOM_SUCCESS;
 }
 

@@ -45,6 +45,13 @@ struct loom_stream {
     struct loom_comm *hint_comm;
 };
 
+/* What the public stream calls do, for Loom's own streams (grouped calls
+ * over several communicators): a host stream; wait until every op enqueued
+ * on s is done and take its first error; drain and free s. */
+loom_result_t loom_stream_new_host(struct loom_stream **s);
+loom_result_t loom_stream_drain(struct loom_stream *s);
+void loom_stream_free(struct loom_stream *s);
+
 /* With s->lock held, after a ticket retired: take off s's list the
  * requests now complete (their result set), to be finished by
  * loom_request_finish once the lock is released. */

@@ -61,7 +61,7 @@ EXTRA_DIST += tests/rdma/run.sh tests/rdma/verbs.sh tests/rdma/ofi.sh docs/rdma.
 if HAVE_VERBS
 check_PROGRAMS += tests/integration/test_coll_verbs
 tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
-	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h \
+	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h \
 	tests/unit/verbs_model.h tests/unit/verbs_model.c
 tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
 tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)

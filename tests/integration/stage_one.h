@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "loom.h"
 
 /* Collective kinds, in the order of enum loom_op_kind. */

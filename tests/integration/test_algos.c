@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "coll_one.h"
 #include "harness.h"
 #include "loom.h"
@@ -107,6 +107,12 @@ static int rank_main(int rank, int n, void *arg)
         if (got != c->spec->want)
             FAIL("%s with LOOM_ALGO=%s: selected %s", kname[kind], c->spec->algo,
                  loom_algo_name(got));
+        /* and the public query names it */
+        const char *pub = NULL;
+        res = loom_comm_algo(comm, kname[kind], 1, LOOM_FLOAT32, LOOM_SUM, &pub);
+        if (res != LOOM_SUCCESS || strcmp(pub, loom_algo_name(c->spec->want)) != 0)
+            FAIL("%s with LOOM_ALGO=%s: loom_comm_algo gave %s, %s", kname[kind], c->spec->algo,
+                 loom_result_string(res), pub ? pub : "nothing");
     }
     uint64_t small[4] = {0, 1, (uint64_t)(n > 1 ? n - 1 : 2), (uint64_t)n + 1};
     uint64_t seed = 1;

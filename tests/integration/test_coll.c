@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "coll_one.h"
 #include "harness.h"
 #include "loom.h"

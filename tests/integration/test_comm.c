@@ -6,12 +6,13 @@
 #include <check.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "harness.h"
 #include "loom.h"
 
@@ -753,6 +754,76 @@ START_TEST(argument_errors)
 }
 END_TEST
 
+/* ---- what a communicator runs on, through the public queries ----------- */
+static int rank_info(int rank, int n, void *arg)
+{
+    (void)arg;
+    loom_comm_t comm = join(rank, n);
+    loom_comm_info_t info = {.struct_size = sizeof info};
+    if (loom_comm_get_info(comm, &info) != LOOM_SUCCESS)
+        return 10;
+    /* this rank joined over loopback: its endpoint is there, on one host */
+    if (!info.transport || !*info.transport || !info.transport_detail ||
+        strcmp(info.address, "127.0.0.1") != 0 || info.nhosts != 1 || info.chunk_size == 0) {
+        fprintf(stderr, "rank %d: info %s / %s / %s / %d hosts / chunk %zu\n", rank,
+                info.transport ? info.transport : "-",
+                info.transport_detail ? info.transport_detail : "-", info.address, info.nhosts,
+                info.chunk_size);
+        return 11;
+    }
+    /* the transport is one this build has */
+    const char *features = "";
+    loom_get_features(&features);
+    if (!strstr(features, info.transport))
+        return 12;
+    /* an older, shorter struct: the fields past it stay as they were */
+    loom_comm_info_t old = {.struct_size = offsetof(loom_comm_info_t, transport_detail),
+                            .address = "untouched"};
+    if (loom_comm_get_info(comm, &old) != LOOM_SUCCESS ||
+        strcmp(old.transport, info.transport) != 0 || strcmp(old.address, "untouched") != 0 ||
+        old.struct_size != offsetof(loom_comm_info_t, transport_detail))
+        return 13;
+    loom_comm_info_t tiny = {.struct_size = 1};
+    if (loom_comm_get_info(comm, &tiny) != LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "struct_size 1"))
+        return 14;
+    /* the algorithm for a call: a name LOOM_ALGO takes, the same on every
+     * rank (checked through an allgather of its first letters) */
+    const char *algo = NULL;
+    if (loom_comm_algo(comm, "allreduce", 1000, LOOM_FLOAT32, LOOM_SUM, &algo) != LOOM_SUCCESS ||
+        !algo || !*algo)
+        return 15;
+    char mine[8] = {0}, all[8 * 16];
+    strncpy(mine, algo, sizeof mine - 1);
+    if (loom_allgather(mine, all, sizeof mine, LOOM_UINT8, comm, NULL) != LOOM_SUCCESS)
+        return 16;
+    for (int r = 0; r < n; r++)
+        if (memcmp(all + 8 * r, mine, sizeof mine) != 0)
+            return 17;
+    if (loom_comm_algo(comm, "nosuch", 1, LOOM_FLOAT32, LOOM_SUM, &algo) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "'nosuch' is not a collective"))
+        return 18;
+    if (loom_comm_algo(comm, "send", 1, LOOM_FLOAT32, LOOM_SUM, &algo) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        loom_comm_algo(comm, "allreduce", 1, (loom_dtype_t)99, LOOM_SUM, &algo) !=
+            LOOM_ERROR_INVALID_ARGUMENT ||
+        !strstr(loom_get_error_string(comm), "dtype 99"))
+        return 19;
+    /* argument errors leave the communicator working */
+    int x = 1;
+    if (loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL) != LOOM_SUCCESS || x != n)
+        return 20;
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+START_TEST(info_queries)
+{
+    RUN(2, rank_info, NULL, 30);
+}
+END_TEST
+
 /* ---- ranks in different calls are told, with both calls named ----------- */
 static int rank_mismatch(int rank, int n, void *arg)
 {
@@ -1006,6 +1077,7 @@ int main(void)
     tcase_add_test(tc, table_size_checked);
     tcase_add_loop_test(tc, opts_timeout_and_size, 0, 4);
     tcase_add_test(tc, argument_errors);
+    tcase_add_test(tc, info_queries);
     tcase_add_test(tc, mismatched_calls_named);
     tcase_add_loop_test(tc, mismatched_calls_named_network, 0, 3);
     tcase_add_test(tc, death_between_calls_noticed);

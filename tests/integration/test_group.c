@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "harness.h"
 #include "loom.h"
 

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "coll_one.h"
 #include "comm/comm.h"
 #include "harness.h"

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll_check.h"
+#include "../../perf/coll_check.h"
 #include "devmem.h"
 #include "harness.h"
 #include "loom.h"

@@ -10,6 +10,7 @@
 #include "coll/coll.h"
 #include "coll/ring_math.h"
 #include "coll/tree_math.h"
+#include "transport/transport.h"
 
 START_TEST(tree_labels_invert)
 {
@@ -298,41 +299,66 @@ START_TEST(auto_choice_serves_and_scales)
     for (int k = 0; k <= LOOM_OP_BARRIER; k++)
         for (int n = 1; n <= 64; n++)
             for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-                enum loom_algo a = loom_coll_auto((enum loom_op_kind)k, sizes[i], n);
+                enum loom_algo a = loom_coll_auto("tcp", (enum loom_op_kind)k, sizes[i], n);
                 ck_assert_msg(loom_algo_serves(a, (enum loom_op_kind)k),
                               "%s for %d: %s", loom_algo_name(a), k, loom_algo_name(a));
             }
     /* latency-optimised for tiny messages, the ring for huge ones */
     for (int n = 2; n <= 16; n++) {
-        ck_assert_int_ne(loom_coll_auto(LOOM_OP_ALLREDUCE, 8, n), LOOM_ALGO_RING);
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, (size_t)1 << 28, n),
+        ck_assert_int_ne(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 8, n), LOOM_ALGO_RING);
+        ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, (size_t)1 << 28, n),
                          LOOM_ALGO_RING);
         /* broadcast: the chain while it is at most one hop deeper than the
          * binomial tree (n - 1 <= ceil(log2 n) + 1: up to 5 ranks) */
         enum loom_algo small = n <= 5 ? LOOM_ALGO_CHAIN : LOOM_ALGO_BINOMIAL;
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, 8, n), small);
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, 16 << 10, n), small);
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_BROADCAST, (16 << 10) + 1, n), LOOM_ALGO_CHAIN);
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLGATHER, 8, n), LOOM_ALGO_BRUCK);
-        ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLGATHER, (size_t)1 << 26, n),
+        ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_BROADCAST, 8, n), small);
+        ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_BROADCAST, 16 << 10, n), small);
+        ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_BROADCAST, (16 << 10) + 1, n),
+                         LOOM_ALGO_CHAIN);
+        ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLGATHER, 8, n), LOOM_ALGO_BRUCK);
+        ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLGATHER, (size_t)1 << 26, n),
                          LOOM_ALGO_RING);
         /* bands grow with the size: once the ring is chosen it stays */
         int ring = 0;
         for (size_t b = 1; b <= (size_t)1 << 30; b *= 2) {
-            enum loom_algo a = loom_coll_auto(LOOM_OP_ALLREDUCE, b, n);
+            enum loom_algo a = loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, b, n);
             ck_assert_msg(!ring || a == LOOM_ALGO_RING, "%d ranks: %s at %zu bytes after the ring",
                           n, loom_algo_name(a), b);
             ring |= a == LOOM_ALGO_RING;
         }
     }
-    /* the crossovers measured (coll.c) */
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 128 << 10, 2), LOOM_ALGO_RD);
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 512 << 10, 2), LOOM_ALGO_RING);
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 32 << 10, 8), LOOM_ALGO_RD);
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 128 << 10, 8), LOOM_ALGO_RHD);
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 512 << 10, 8), LOOM_ALGO_RHD);
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 2 << 20, 8), LOOM_ALGO_RING);
-    ck_assert_int_eq(loom_coll_auto(LOOM_OP_ALLREDUCE, 64 << 10, 6), LOOM_ALGO_RD);
+    /* the crossovers measured (docs/perf.md, "Algorithm selection") */
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 128 << 10, 2), LOOM_ALGO_RD);
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 512 << 10, 2), LOOM_ALGO_RING);
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 32 << 10, 8), LOOM_ALGO_RD);
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 128 << 10, 8), LOOM_ALGO_RHD);
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 512 << 10, 8), LOOM_ALGO_RHD);
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 2 << 20, 8), LOOM_ALGO_RING);
+    ck_assert_int_eq(loom_coll_auto("tcp", LOOM_OP_ALLREDUCE, 64 << 10, 6), LOOM_ALGO_RD);
+}
+END_TEST
+
+/* Selection is keyed by transport: each built transport, and none (one
+ * rank), gets a table; tcp's is the one measured and serves the others,
+ * which choose exactly as tcp does until they have their own. */
+START_TEST(auto_choice_keyed_by_transport)
+{
+    ck_assert_str_eq(loom_coll_tuned_on("tcp"), "tcp");
+    ck_assert_str_eq(loom_coll_tuned_on(NULL), "tcp");
+    const char *names[LOOM_TRANSPORT_SLOTS + 2] = {"ofi", "verbs"};
+    int nn = 2;
+    for (int i = 0; i < LOOM_TRANSPORT_SLOTS; i++)
+        if (loom_transports[i])
+            names[nn++] = loom_transports[i]->name;
+    size_t sizes[] = {0, 8, 4096, 32 << 10, 65536, 128 << 10, 512 << 10, 1 << 20, (size_t)1 << 26};
+    for (int t = 0; t < nn; t++) {
+        ck_assert_str_eq(loom_coll_tuned_on(names[t]), "tcp");
+        for (int k = 0; k <= LOOM_OP_BARRIER; k++)
+            for (int n = 1; n <= 64; n++)
+                for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+                    ck_assert_int_eq(loom_coll_auto(names[t], (enum loom_op_kind)k, sizes[i], n),
+                                     loom_coll_auto("tcp", (enum loom_op_kind)k, sizes[i], n));
+    }
 }
 END_TEST
 
@@ -350,6 +376,7 @@ int main(void)
     tcase_add_test(tc, wrap_split_pieces);
     tcase_add_test(tc, parse_new_names);
     tcase_add_test(tc, auto_choice_serves_and_scales);
+    tcase_add_test(tc, auto_choice_keyed_by_transport);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

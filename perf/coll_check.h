@@ -1,5 +1,6 @@
 /* coll_check.h - inputs every rank can compute for every other rank, and
- * the reference results of each collective, for the tests and perf tools.
+ * the reference results of each collective, for the tests and perf tools
+ * (here, since the installed perf programs may not reach into tests/).
  *
  * Integers: pseudo-random bits (sums and products wrap, so any reduction
  * order gives the same answer). Floats: small integers, and powers of two
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #include "loom.h"
-#include "reduce/reduce.h"
+#include "reduce/reduce.h" /* float16/bfloat16 conversions, exact as Loom does them */
 
 static inline uint64_t cc_mix(uint64_t x)
 {

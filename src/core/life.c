@@ -1,4 +1,4 @@
-/* comm.c - communicator creation (rank table, tcp://, env://, split),
+/* life.c - communicators' life: creation (rank table, tcp://, env://, split),
  * destruction, abort, errors. */
 #include "build_config.h"
 
@@ -17,17 +17,19 @@
 #include "bootstrap/oob.h"
 #include "net/net.h"
 #include "coll/coll.h"
-#include "comm.h"
+#include "comm/comm.h"
 #include "core.h"
-#include "config.h"
+#include "base/config.h"
 #include "launch.h"
 #include "ranktable/ranktable_internal.h"
 #include "shm/shm.h"
-#include "util.h"
+#include "base/util.h"
 
 /* The error goes back to the caller, who reports it: logged at INFO, so
  * that it shows once on stderr (the program's line) and still takes its
  * place among the other lines of a LOOM_DEBUG=INFO log. */
+static void comm_stop_and_free(struct loom_comm *comm);
+
 static void comm_free(struct loom_comm *comm)
 {
     if (!comm)
@@ -35,7 +37,7 @@ static void comm_free(struct loom_comm *comm)
     if (comm->oob)
         loom_oob_set_receiver(comm->oob, LOOM_OOB_TAG_REVOKE, NULL, NULL);
     if (comm->hier_sub)
-        loom_comm_destroy(comm->hier_sub);
+        comm_stop_and_free(comm->hier_sub);
     loom_shm_destroy(comm);
     loom_coll_ext_free(comm);
     if (comm->tx)
@@ -778,10 +780,10 @@ LOOM_API loom_result_t loom_comm_abort(loom_comm_t comm)
     return LOOM_SUCCESS;
 }
 
-LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm)
+/* Stop the progress thread, then free (the hierarchical sub-communicator's
+ * too). */
+static void comm_stop_and_free(struct loom_comm *comm)
 {
-    if (!comm)
-        return LOOM_ERROR_INVALID_ARGUMENT;
     loom_trace_unregister(comm);
     if (comm->thread_started) {
         pthread_mutex_lock(&comm->lock);
@@ -791,6 +793,13 @@ LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm)
         pthread_join(comm->thread, NULL);
     }
     comm_free(comm);
+}
+
+LOOM_API loom_result_t loom_comm_destroy(loom_comm_t comm)
+{
+    if (!comm)
+        return LOOM_ERROR_INVALID_ARGUMENT;
+    comm_stop_and_free(comm);
     return LOOM_SUCCESS;
 }
 
@@ -810,30 +819,12 @@ LOOM_API loom_result_t loom_comm_size(loom_comm_t comm, int *size)
     return LOOM_SUCCESS;
 }
 
-/* This rank's index among the ranks of its server, and their number: by
- * the rank table's server when there is one, else by host. */
-static void local_place(const struct loom_comm *comm, int *index, int *size)
-{
-    if (!comm->server_of) {
-        *index = comm->local_index;
-        *size = comm->local_size;
-        return;
-    }
-    *index = *size = 0;
-    for (int r = 0; r < comm->nranks; r++)
-        if (comm->server_of[r] == comm->server_of[comm->rank]) {
-            if (r < comm->rank)
-                (*index)++;
-            (*size)++;
-        }
-}
-
 LOOM_API loom_result_t loom_comm_local_rank(loom_comm_t comm, int *local_rank)
 {
     if (!comm || !local_rank)
         return LOOM_ERROR_INVALID_ARGUMENT;
     int size;
-    local_place(comm, local_rank, &size);
+    loom_comm_local_place(comm, local_rank, &size);
     return LOOM_SUCCESS;
 }
 
@@ -842,7 +833,7 @@ LOOM_API loom_result_t loom_comm_local_size(loom_comm_t comm, int *local_size)
     if (!comm || !local_size)
         return LOOM_ERROR_INVALID_ARGUMENT;
     int index;
-    local_place(comm, &index, local_size);
+    loom_comm_local_place(comm, &index, local_size);
     return LOOM_SUCCESS;
 }
 
@@ -952,7 +943,7 @@ loom_result_t loom_comm_sub(struct loom_comm *parent, const int *member_ranks, i
     comm->device_id = parent->device_id;
     if (comm->device_id < 0) {
         int psize;
-        local_place(parent, &comm->device_id, &psize);
+        loom_comm_local_place(parent, &comm->device_id, &psize);
     }
     if (keep_servers && parent->server_of && res == LOOM_SUCCESS) {
         comm->server_of = calloc((size_t)nm, sizeof *comm->server_of);
