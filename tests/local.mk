@@ -68,3 +68,17 @@ EXTRA_DIST += tests/torch/dist_suite.py tests/torch/check_suite.sh tests/torch/r
 if HAVE_TORCH
 TESTS += tests/torch/check_suite.sh
 endif
+
+# The transport test matrix: tests/run-matrix -t TRANSPORT -l LEVEL runs a
+# level's cases on a transport, less its config's skips (tests/matrix/).
+# make check runs each config below at its check_levels.
+TEST_EXTENSIONS = .matrix
+MATRIX_LOG_COMPILER = $(SHELL) $(srcdir)/tests/run-matrix
+TESTS += tests/matrix/tcp.matrix tests/matrix/ofi-tcp+ofi_rxm.matrix \
+	tests/matrix/ofi-shm.matrix tests/matrix/ofi-udp+ofi_rxd.matrix \
+	tests/matrix/verbs-model.matrix
+EXTRA_DIST += tests/run-matrix tests/rdma/cases.sh tests/matrix/tcp.matrix \
+	tests/matrix/ofi-tcp+ofi_rxm.matrix tests/matrix/ofi-shm.matrix \
+	tests/matrix/ofi-udp+ofi_rxd.matrix tests/matrix/verbs-model.matrix \
+	tests/matrix/verbs.matrix tests/matrix/ofi-verbs+ofi_rxm.matrix \
+	tests/matrix/ofi-efa.matrix

@@ -38,16 +38,6 @@ tests_unit_check_ofi_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ofi_LDADD = $(TEST_LIBS)
 endif
 
-# The collective matrix (test_coll) over ofi on tcp;ofi_rxm, shm and
-# udp;ofi_rxd with shared memory off (every byte crosses libfabric); skips
-# where the ofi transport is not built.
-TESTS += tests/integration/test_coll_ofi.sh
-EXTRA_DIST += tests/integration/test_coll_ofi.sh
-
-# The 3-host network-namespace job (tests/netns/run.sh's cases) over ofi:
-# skips where ofi is not built or namespaces are not permitted.
-TESTS += tests/netns/ofi.sh
-EXTRA_DIST += tests/netns/ofi.sh
 EXTRA_DIST += docs/ofi.md
 
 # How a job ends when it is signalled (tcp, ofi, Python, PyTorch), that a

@@ -46,18 +46,17 @@ endif
 endif
 EXTRA_DIST += tests/fuzz/run-fuzz-verbs.sh
 
-# On real RDMA hardware (tests/rdma/run.sh, which runs verbs.sh and ofi.sh;
-# they SKIP without a device; docs/rdma.md): the digest program compares
-# results of two transports bit for bit.
+# On real RDMA hardware (tests/rdma/run.sh, which runs the rdma level of
+# tests/run-matrix; it SKIPs without a device; docs/rdma.md): the digest
+# program compares results of two transports bit for bit.
 noinst_PROGRAMS += tests/rdma/digest
 tests_rdma_digest_SOURCES = tests/rdma/digest.c
 tests_rdma_digest_LDADD = libloom.la
-EXTRA_DIST += tests/rdma/run.sh tests/rdma/verbs.sh tests/rdma/ofi.sh docs/rdma.md
+EXTRA_DIST += tests/rdma/run.sh docs/rdma.md
 
 # The collective matrix (test_coll) over the verbs transport on the model:
-# the same program linked with the model, run by test_coll_verbs.sh with
-# LOOM_TRANSPORT=verbs LOOM_TEST_VERBS_MODEL=1 (and no shared memory, so
-# that every byte crosses the transport).
+# the same program linked with the model, run by tests/run-matrix -t
+# verbs:model (tests/matrix/verbs-model.matrix).
 if HAVE_VERBS
 check_PROGRAMS += tests/integration/test_coll_verbs
 tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
@@ -65,6 +64,4 @@ tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
 	tests/unit/verbs_model.h tests/unit/verbs_model.c
 tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
 tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
-TESTS += tests/integration/test_coll_verbs.sh
 endif
-EXTRA_DIST += tests/integration/test_coll_verbs.sh

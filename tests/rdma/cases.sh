@@ -1,9 +1,12 @@
 #!/bin/bash
-# ofi.sh - the ofi (libfabric) transport on real RDMA hardware, through one
-# provider. The twin of tests/rdma/verbs.sh: same arguments, same cases.
+# cases.sh - one transport on real RDMA hardware, the rdma level of
+# tests/run-matrix, which passes the transport's config (tests/matrix/):
 #
-#   LOOM_OFI_PROVIDER='verbs;ofi_rxm' tests/rdma/ofi.sh RANKTABLE [HOST...]
-#   LOOM_OFI_PROVIDER=efa             tests/rdma/ofi.sh RANKTABLE [HOST...]
+#   tests/run-matrix -t verbs -l rdma RANKTABLE [HOST...]
+#   tests/run-matrix -t 'ofi:verbs;ofi_rxm' -l rdma RANKTABLE [HOST...]
+#   tests/run-matrix -t ofi:efa -l rdma RANKTABLE [HOST...]
+#   tests/run-matrix -t tcp -l rdma RANKTABLE    checks this script itself
+#                                                on a host without RDMA
 #
 # RANKTABLE is the job's rank table (HCCL JSON), its device_ip values the
 # NICs' addresses. HOST... are ssh targets running the ranks of the table's
@@ -12,57 +15,63 @@
 # RANKTABLE must be at the same paths on every host.
 #
 # It prints SKIP and exits 77 when there is nothing to test: the Loom build
-# has no ofi transport or it cannot run (loom-info says why), fi_info does
-# not list the provider on a host, or the provider is an RDMA one (verbs,
-# efa) and a host has no RDMA device.
+# has not the transport or it cannot run (loom-info says why), fi_info does
+# not list the ofi provider on a host, or the transport needs an RDMA
+# device (RDMA_DEVICE=1) and a host has none.
 #
 # Cases, each printing PASS/FAIL and what it measured:
-#   1. matrix   every rank runs tests/netns/netns_job over ofi with the
-#               provider: every collective exact on every rank
-#   2. digest   tests/rdma/digest over tcp and over ofi (LOOM_ALGO=ring,
-#               same chunk size): every result identical bit for bit
-#   3. perf     fi_pingpong (libfabric's) with the same provider between the
-#               first two servers at RDMA_SIZE, and ib_write_bw (perftest)
-#               where the provider is verbs and it is installed; then
-#               all_reduce_perf over ofi, one rank on each of those two
-#               servers: busbw at RDMA_SIZE beside each. There is no target:
-#               the numbers are printed; a run that gave none is a FAIL
-#   4. kill     netns_job -f over ofi on every rank (LOOM_SHM=0); the last
-#               rank is killed (SIGKILL) after 3 s: every other rank exits
-#               non-zero within RDMA_KILL_BOUND s, its error naming the
+#   1. matrix   every rank runs tests/netns/netns_job over the transport:
+#               every collective exact on every rank
+#   2. digest   tests/rdma/digest over tcp and over the transport
+#               (LOOM_ALGO=ring, same chunk size): every result identical
+#               bit for bit
+#   3. perf     the bandwidth tools of RDMA_PERF between the first two
+#               servers at RDMA_SIZE: ib_write_bw_chosen (perftest on the
+#               device, port and GID Loom chose), ib_write_bw (perftest's
+#               own choice, or RDMA_IB_DEV and RDMA_IB_GID), fi_pingpong
+#               (libfabric's, with the same provider); then all_reduce_perf
+#               over the transport, one rank on each of those two servers:
+#               busbw at RDMA_SIZE beside each. A number in RDMA_PERF is a
+#               target (percent of each tool's bandwidth; a miss is a FAIL);
+#               without one the numbers are printed; a run that gave none is
+#               a FAIL
+#   4. kill     netns_job -f over the transport on every rank (LOOM_SHM=0);
+#               the last rank is killed (SIGKILL) after 3 s: every other rank
+#               exits non-zero within RDMA_KILL_BOUND s, its error naming the
 #               killed rank
-# env: LOOM_OFI_PROVIDER (verbs;ofi_rxm), LOOM_BUILDDIR, RDMA_SIZE (64M),
-#      RDMA_KILL_BOUND (10), RDMA_CASES ("matrix digest perf kill"),
-#      FI_PINGPONG (fi_pingpong), IB_WRITE_BW (ib_write_bw), RDMA_IB_DEV and
-#      RDMA_IB_GID (ib_write_bw's -d and -x; default: perftest's choice),
+# From run-matrix: MATRIX_NAME, MATRIX_TRANSPORT, MATRIX_ENV (shell-quoted
+# assignments every rank gets), RDMA_DEVICE, RDMA_SAID (a grep -o pattern
+# for what Loom says of its device at INFO), RDMA_PERF.
+# env: LOOM_BUILDDIR, RDMA_SIZE (64M), RDMA_KILL_BOUND (10), RDMA_CASES
+#      ("matrix digest perf kill"), FI_PINGPONG (fi_pingpong), IB_WRITE_BW
+#      (ib_write_bw), RDMA_IB_DEV and RDMA_IB_GID (ib_write_bw's -d and -x),
 #      RDMA_KEEP=1 keeps the work directory (every rank's output).
-#      RDMA_TRANSPORT=tcp runs the cases over Loom's tcp transport instead
-#      of ofi and skips the ofi and hardware checks: it checks this script
-#      itself on a host without ofi; its results say nothing about ofi.
 set -u
 : "${LOOM_BUILDDIR:=.}"
 LOOM_BUILDDIR=$(cd "$LOOM_BUILDDIR" && pwd)
-: "${LOOM_OFI_PROVIDER:=verbs;ofi_rxm}"
 : "${RDMA_SIZE:=64M}"
 : "${RDMA_KILL_BOUND:=10}"
 : "${RDMA_CASES:=matrix digest perf kill}"
 : "${FI_PINGPONG:=fi_pingpong}"
 : "${IB_WRITE_BW:=ib_write_bw}"
-: "${RDMA_TRANSPORT:=ofi}"
-PROV=$LOOM_OFI_PROVIDER
-case $PROV in
-    *\'*) echo "usage: LOOM_OFI_PROVIDER must not hold a quote"; exit 2 ;;
+: "${RDMA_DEVICE:=0}"
+: "${RDMA_SAID:=}"
+: "${RDMA_PERF:=}"
+T=${MATRIX_TRANSPORT:-}
+case $T in
+    tcp | ofi | verbs) ;;
+    *) echo "usage: tests/run-matrix -t TRANSPORT -l rdma RANKTABLE [HOST...] (see the header of this script)"; exit 2 ;;
 esac
-case $RDMA_TRANSPORT in
-    ofi | tcp) ;;
-    *) echo "usage: RDMA_TRANSPORT is ofi (or tcp, to check this script)"; exit 2 ;;
-esac
-# what every rank of a case gets: the transport under test and its provider
-T_ENV="LOOM_TRANSPORT=$RDMA_TRANSPORT LOOM_OFI_PROVIDER='$PROV'"
+# what every rank of a case gets: the transport under test and its config's
+# variables (the ofi provider), already quoted for the shell
+T_ENV="LOOM_TRANSPORT=$T ${MATRIX_ENV:-}"
+PROV=$(eval "${MATRIX_ENV:-}"; echo "${LOOM_OFI_PROVIDER:-}")
+WHAT=$MATRIX_NAME
+[ "$T" != tcp ] || WHAT="tcp (self-check of cases.sh, no RDMA)"
 
 table=${1:-}
 if [ -z "$table" ] || [ ! -r "$table" ]; then
-    echo "usage: [LOOM_OFI_PROVIDER=P] $0 RANKTABLE [HOST...]   (see the header of this script)"
+    echo "usage: tests/run-matrix -t TRANSPORT -l rdma RANKTABLE [HOST...] (see the header of this script)"
     exit 2
 fi
 table=$(cd "$(dirname "$table")" && pwd)/$(basename "$table")
@@ -113,40 +122,35 @@ each_host() {
     if [ "${#hosts[@]}" -eq 0 ]; then echo 0; else seq 0 $((nservers - 1)); fi
 }
 
-# Is there anything to test? Loom's ofi transport, the provider, the device.
-if [ "$RDMA_TRANSPORT" = ofi ]; then
-    for h in $(each_host); do
-        where=${hosts[$h]:-this host}
-        line=$(run_on "$h" "'$B/tools/loom-info' 2>&1 | grep '^transport *: ofi '")
-        case $line in
-            *"built, available"*) ;;
-            *"not built"*)
-                echo "SKIP: the Loom build at $B on $where has no ofi transport (configure --with-ofi, with libfabric-dev installed)"
-                exit 77 ;;
-            *"cannot run here"*)
-                echo "SKIP: ofi cannot run on $where: ${line#*cannot run here: }"
-                exit 77 ;;
-            *)
-                echo "FAIL: no '$B/tools/loom-info' on $where, or it does not mention ofi (set LOOM_BUILDDIR)"
-                exit 1 ;;
-        esac
-        if run_on "$h" 'command -v fi_info >/dev/null'; then
-            if ! run_on "$h" "fi_info -p '$PROV' -t FI_EP_RDM >/dev/null 2>&1"; then
-                echo "SKIP: libfabric on $where has no provider '$PROV' with RDM endpoints (fi_info -l lists what it has)"
-                exit 77
-            fi
+# Is there anything to test? The device, Loom's transport, the provider.
+for h in $(each_host); do
+    where=${hosts[$h]:-this host}
+    if [ "$RDMA_DEVICE" = 1 ] && ! run_on "$h" 'ls /sys/class/infiniband/*/ports >/dev/null 2>&1'; then
+        echo "SKIP: no RDMA device on $where for $WHAT (/sys/class/infiniband is empty)"
+        exit 77
+    fi
+    line=$(run_on "$h" "$T_ENV '$B/tools/loom-info' 2>&1 | grep '^transport *: $T '")
+    case $line in
+        *"built, available"*) ;;
+        *"not built"*)
+            echo "SKIP: the Loom build at $B on $where has no $T transport: $line"
+            exit 77 ;;
+        *"cannot run here"*)
+            echo "SKIP: $T cannot run on $where: ${line#*cannot run here: }"
+            exit 77 ;;
+        *)
+            echo "FAIL: no '$B/tools/loom-info' on $where, or it does not mention $T (set LOOM_BUILDDIR)"
+            exit 1 ;;
+    esac
+    if [ -n "$PROV" ] && run_on "$h" 'command -v fi_info >/dev/null'; then
+        if ! run_on "$h" "fi_info -p '$PROV' -t FI_EP_RDM >/dev/null 2>&1"; then
+            echo "SKIP: libfabric on $where has no provider '$PROV' with RDM endpoints (fi_info -l lists what it has)"
+            exit 77
         fi
-        case $PROV in
-            verbs* | efa*)
-                if ! run_on "$h" 'ls /sys/class/infiniband/*/ports >/dev/null 2>&1'; then
-                    echo "SKIP: no RDMA device on $where for provider '$PROV' (/sys/class/infiniband is empty)"
-                    exit 77
-                fi ;;
-        esac
-    done
-fi
+    fi
+done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/loom-rdma-ofi.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/loom-rdma.XXXXXX")
 finish() {
     if [ "${RDMA_KEEP:-0}" = 1 ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
 }
@@ -160,12 +164,6 @@ done
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "PASS: $*"; }
-# what the runs here are: "ofi (verbs;ofi_rxm)", or the tcp self-check
-if [ "$RDMA_TRANSPORT" = ofi ]; then
-    WHAT="ofi ($PROV)"
-else
-    WHAT="tcp (self-check of ofi.sh, not ofi)"
-fi
 
 # job NAME TIMEOUT ENV... -- CMD...: every rank of the table, in the
 # background; waits for all (bounded), leaves NAME.R.{out,err,rc} in $work
@@ -207,8 +205,8 @@ case_matrix() {
             echo "  rank $r: exit $(rc_of matrix "$r"): $(grep -h 'MESSAGE\|ERROR' "$work/matrix.$r.err" | head -2)"
         fi
     done
-    # what Loom said of its provider and endpoint (LOOM_DEBUG=INFO)
-    grep -h 'INFO NET ofi' "$work"/matrix.*.err | sed 's/.*INFO NET /  /' | sort -u | head -4
+    # what Loom said of its device or provider (LOOM_DEBUG=INFO)
+    [ -z "$RDMA_SAID" ] || grep -ho "$RDMA_SAID" "$work"/matrix.*.err | sort -u | head -4 | sed 's/^/  /'
     if [ $bad = 0 ]; then
         pass "matrix: every collective exact on $NRANKS ranks over $WHAT"
     else
@@ -219,20 +217,20 @@ case_matrix() {
 case_digest() {
     local t
     job digest-tcp 600 LOOM_TRANSPORT=tcp LOOM_ALGO=ring LOOM_CHUNK_SIZE=1M LOOM_SHM=0 -- tests/rdma/digest
-    job digest-ofi 600 "$T_ENV" LOOM_ALGO=ring LOOM_CHUNK_SIZE=1M LOOM_SHM=0 -- tests/rdma/digest
+    job digest-t 600 "$T_ENV" LOOM_ALGO=ring LOOM_CHUNK_SIZE=1M LOOM_SHM=0 -- tests/rdma/digest
     local r ok=1
     for r in $(seq 0 $((NRANKS - 1))); do
-        for t in tcp ofi; do
+        for t in tcp t; do
             [ "$(rc_of "digest-$t" "$r")" = 0 ] || { ok=0; echo "  rank $r over $t: exit $(rc_of "digest-$t" "$r")"; }
         done
-        if ! cmp -s <(grep DIGEST "$work/digest-tcp.$r.out") <(grep DIGEST "$work/digest-ofi.$r.out"); then
+        if ! cmp -s <(grep DIGEST "$work/digest-tcp.$r.out") <(grep DIGEST "$work/digest-t.$r.out"); then
             ok=0
             echo "  rank $r: results differ; first difference:"
-            diff <(grep DIGEST "$work/digest-tcp.$r.out") <(grep DIGEST "$work/digest-ofi.$r.out") | head -4 | sed 's/^/    /'
+            diff <(grep DIGEST "$work/digest-tcp.$r.out") <(grep DIGEST "$work/digest-t.$r.out") | head -4 | sed 's/^/    /'
         fi
     done
     local n
-    n=$(grep -c DIGEST "$work/digest-ofi.0.out" 2>/dev/null || echo 0)
+    n=$(grep -c DIGEST "$work/digest-t.0.out" 2>/dev/null || echo 0)
     if [ $ok = 1 ] && [ "$n" -gt 0 ]; then
         pass "digest: $n results per rank identical bit for bit over tcp and $WHAT"
     else
@@ -251,54 +249,89 @@ pair_bench() {
     wait $sp
 }
 
+# ib_write_bw_gbps NAME DEV0 DEV1 IP1: perftest between hosts 0 and 1 at
+# RDMA_SIZE (DEVn: its -d/-x options on host n); Gb/s, or nothing
+ib_write_bw_gbps() {
+    local o="-s $SIZE -n 200 -F --report_gbits"
+    pair_bench "$1" "$IB_WRITE_BW $3 $o" "$IB_WRITE_BW $2 $o $4"
+    awk -v s="$SIZE" '$1 == s && NF >= 4 {print $4}' "$work/$1.client" | tail -1
+}
+
+# bench_TOOL IP1 R1: one bandwidth tool between hosts 0 and 1; appends
+# "NAME GB/s" to base, or says why it gave no number (in miss)
+bench_ib_write_bw_chosen() {
+    # the device, port and GID index Loom chose on rank 0 and on rank R1
+    # (from the matrix case's INFO lines, or a fresh run)
+    [ -f "$work/matrix.0.err" ] || case_matrix >/dev/null
+    local c0 c1 gbits
+    c0=$(grep -ho 'verbs [a-z0-9_]*:[0-9]* gid [0-9]*' "$work/matrix.0.err" | head -1)
+    c1=$(grep -ho 'verbs [a-z0-9_]*:[0-9]* gid [0-9]*' "$work/matrix.$2.err" | head -1)
+    if [ -z "$c0" ] || [ -z "$c1" ]; then
+        miss+=("Loom did not say which device it used (LOOM_DEBUG=INFO lines missing)")
+        return
+    fi
+    read -r _ d0 _ g0 <<<"${c0/:/ }"
+    read -r _ d1 _ g1 <<<"${c1/:/ }"
+    gbits=$(ib_write_bw_gbps ibwc "-d ${d0%:*} -x $g0" "-d ${d1%:*} -x $g1" "$1")
+    if [ -n "$gbits" ]; then
+        base+=("ib_write_bw $(awk -v g="$gbits" 'BEGIN {printf "%.2f", g / 8}')")
+    else
+        miss+=("ib_write_bw gave no number: $(tail -2 "$work/ibwc.client" | paste -sd ' ')")
+    fi
+}
+
+# perftest's own device unless RDMA_IB_DEV (-d) and RDMA_IB_GID (-x) name
+# it (RoCE: the GID index of the address in the rank table)
+bench_ib_write_bw() {
+    local dev="" gbits
+    [ -n "${RDMA_IB_DEV:-}" ] && dev="-d $RDMA_IB_DEV"
+    [ -n "${RDMA_IB_GID:-}" ] && dev="$dev -x $RDMA_IB_GID"
+    gbits=$(ib_write_bw_gbps ibw "$dev" "$dev" "$1")
+    if [ -n "$gbits" ]; then
+        base+=("ib_write_bw $(awk -v g="$gbits" 'BEGIN {printf "%.2f", g / 8}')")
+    else
+        echo "  ib_write_bw gave no number:"
+        tail -4 "$work/ibw.client" | sed 's/^/    /'
+    fi
+}
+
+# fi_pingpong: one message at a time each way; MB/sec (decimal) is the
+# column after the time ("0.12s"), in the row of the last (only) size
+bench_fi_pingpong() {
+    local fo="-p '$PROV' -e rdm -S $SIZE -I 100" mbs
+    pair_bench fipp "$FI_PINGPONG $fo" "$FI_PINGPONG $fo $1"
+    mbs=$(awk '$1 ~ /^[0-9]+[kmg]?$/ && $2 ~ /^[0-9]+$/ {
+                   for (i = 3; i < NF; i++) if ($i ~ /^[0-9.]+s$/) { v = $(i + 1); break } }
+               END { print v }' "$work/fipp.client")
+    if [ -n "$mbs" ]; then
+        base+=("fi_pingpong $(awk -v m="$mbs" 'BEGIN {printf "%.2f", m / 1000}')")
+    else
+        echo "  fi_pingpong gave no number:"
+        tail -4 "$work/fipp.client" | sed 's/^/    /'
+    fi
+}
+
 case_perf() {
     local r1=-1 r
     for r in $(seq 0 $((NRANKS - 1))); do
         [ "${rank_server[$r]%% *}" = 1 ] && { r1=$r; break; }
     done
     [ "$r1" -ge 0 ] || { echo "SKIP: perf: the table has one server; the bandwidth tools need two"; return; }
-    local ip1=${rank_server[$r1]#* } base=()
-    # fi_pingpong: one message at a time each way; MB/sec (decimal) is the
-    # column after the time ("0.12s"), in the row of the last (only) size
-    if run_on 0 "command -v $FI_PINGPONG" >/dev/null && run_on 1 "command -v $FI_PINGPONG" >/dev/null; then
-        local fo="-p '$PROV' -e rdm -S $SIZE -I 100"
-        pair_bench fipp "$FI_PINGPONG $fo" "$FI_PINGPONG $fo $ip1"
-        local mbs
-        mbs=$(awk '$1 ~ /^[0-9]+[kmg]?$/ && $2 ~ /^[0-9]+$/ {
-                       for (i = 3; i < NF; i++) if ($i ~ /^[0-9.]+s$/) { v = $(i + 1); break } }
-                   END { print v }' "$work/fipp.client")
-        if [ -n "$mbs" ]; then
-            base+=("fi_pingpong $(awk -v m="$mbs" 'BEGIN {printf "%.2f", m / 1000}')")
+    local ip1=${rank_server[$r1]#* } base=() miss=() target="" tool cmd
+    for tool in $RDMA_PERF; do
+        case $tool in
+            [0-9]*) target=$tool; continue ;;
+            ib_write_bw*) cmd=$IB_WRITE_BW ;;
+            fi_pingpong) cmd=$FI_PINGPONG ;;
+            *) fail "perf: RDMA_PERF names '$tool', not ib_write_bw_chosen, ib_write_bw or fi_pingpong"; return ;;
+        esac
+        if run_on 0 "command -v $cmd" >/dev/null && run_on 1 "command -v $cmd" >/dev/null; then
+            "bench_$tool" "$ip1" "$r1"
         else
-            echo "  fi_pingpong gave no number:"
-            tail -4 "$work/fipp.client" | sed 's/^/    /'
+            miss+=("$cmd is not installed on both hosts (perftest, libfabric-bin): not run")
         fi
-    else
-        echo "  fi_pingpong is not installed on both hosts (Debian: libfabric-bin): not run"
-    fi
-    # ib_write_bw: on the verbs provider only (EFA is not RC); the device is
-    # whichever perftest picks unless RDMA_IB_DEV (-d) and RDMA_IB_GID (-x)
-    # name it (RoCE: the GID index of the address in the rank table)
-    case $PROV in
-        verbs*)
-            if run_on 0 "command -v $IB_WRITE_BW" >/dev/null && run_on 1 "command -v $IB_WRITE_BW" >/dev/null; then
-                local dev=""
-                [ -n "${RDMA_IB_DEV:-}" ] && dev="-d $RDMA_IB_DEV"
-                [ -n "${RDMA_IB_GID:-}" ] && dev="$dev -x $RDMA_IB_GID"
-                pair_bench ibw "$IB_WRITE_BW $dev -s $SIZE -n 200 -F --report_gbits" \
-                    "$IB_WRITE_BW $dev -s $SIZE -n 200 -F --report_gbits $ip1"
-                local gbits
-                gbits=$(awk -v s="$SIZE" '$1 == s && NF >= 4 {print $4}' "$work/ibw.client" | tail -1)
-                if [ -n "$gbits" ]; then
-                    base+=("ib_write_bw $(awk -v g="$gbits" 'BEGIN {printf "%.2f", g / 8}')")
-                else
-                    echo "  ib_write_bw gave no number:"
-                    tail -4 "$work/ibw.client" | sed 's/^/    /'
-                fi
-            else
-                echo "  ib_write_bw is not installed on both hosts (perftest): not run"
-            fi ;;
-    esac
+    done
+    [ ${#miss[@]} -eq 0 ] || printf '  %s\n' "${miss[@]}"
     # a 2-rank table: rank 0's and rank r1's devices
     /usr/bin/python3 - "$table" "$work/table2.json" "$r1" <<'EOF'
 import json, sys
@@ -315,10 +348,10 @@ out["server_count"] = str(len(out["server_list"]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 EOF
     local name=perf
-    run_on 1 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=1 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf --transport $RDMA_TRANSPORT -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
+    run_on 1 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=1 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf --transport $T -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
         >"$work/$name.1.out" 2>"$work/$name.1.err" &
     local pp=$!
-    run_on 0 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=0 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf --transport $RDMA_TRANSPORT -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
+    run_on 0 "cd '$B' && exec env LOOM_RANK_TABLE='$work/table2.json' LOOM_RANK=0 LOOM_CONF_FILE=/dev/null $T_ENV timeout 300 perf/all_reduce_perf --transport $T -b $SIZE -e $SIZE -n 50 -w 10 -F -" \
         >"$work/$name.0.out" 2>"$work/$name.0.err"
     local prc=$?
     wait $pp
@@ -329,12 +362,18 @@ EOF
         tail -4 "$work/$name.0.err" | sed 's/^/  /'
         return
     fi
-    local b line="all_reduce busbw $busbw GB/s"
+    local b pct line="all_reduce busbw $busbw GB/s" low=0
     for b in "${base[@]}"; do
-        line="$line; ${b% *} ${b##* } GB/s ($(awk -v x="$busbw" -v y="${b##* }" 'BEGIN {printf "%.0f", 100 * x / y}')%)"
+        pct=$(awk -v x="$busbw" -v y="${b##* }" 'BEGIN {printf "%.0f", 100 * x / y}')
+        line="$line; ${b% *} ${b##* } GB/s ($pct%)"
+        [ -z "$target" ] || [ "$pct" -ge "$target" ] || low=1
     done
     [ ${#base[@]} -gt 0 ] || line="$line (no bandwidth tool ran beside it)"
-    pass "perf at $RDMA_SIZE, 2 ranks over $WHAT: $line"
+    if [ -n "$target" ] && { [ $low = 1 ] || [ ${#miss[@]} -gt 0 ]; }; then
+        fail "perf at $RDMA_SIZE, 2 ranks over $WHAT: $line (target: $target% of each tool)"
+    else
+        pass "perf at $RDMA_SIZE, 2 ranks over $WHAT: $line"
+    fi
 }
 
 # LOOM_SHM=0: every peer over the transport under test, so that each rank
@@ -388,5 +427,5 @@ for c in $RDMA_CASES; do
         *) fail "unknown case $c" ;;
     esac
 done
-[ $failures = 0 ] && echo "ofi.sh: all cases passed" || echo "ofi.sh: $failures case(s) failed"
+[ $failures = 0 ] && echo "cases.sh: all cases passed" || echo "cases.sh: $failures case(s) failed"
 [ $failures = 0 ]
