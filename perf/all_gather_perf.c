@@ -5,7 +5,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "../tests/support/coll_check.h"
 
 static void ag_setup(struct perf_case *c)
 {

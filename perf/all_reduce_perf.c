@@ -4,7 +4,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "../tests/support/coll_check.h"
 
 static double ar_factor(int n)
 {

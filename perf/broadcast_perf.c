@@ -11,7 +11,7 @@
 
 #include "loom.h"
 #include "common.h"
-#include "../tests/integration/coll_check.h"
+#include "../tests/support/coll_check.h"
 
 static void bc_setup(struct perf_case *c)
 {

@@ -4,7 +4,7 @@
 # Installed as loom-<coll>_perf; in the build tree perf/<coll>_perf is a
 # symbolic link to the same program, so nccl-tests habits work there too.
 PERF_COMMON = perf/common.c perf/common.h perf/join.c perf/join.h \
-	tests/integration/coll_check.h
+	tests/support/coll_check.h
 PERF_LINKS = perf/all_reduce_perf perf/all_gather_perf perf/broadcast_perf \
 	perf/reduce_scatter_perf perf/reduce_perf
 

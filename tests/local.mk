@@ -9,14 +9,14 @@ endif
 
 check_PROGRAMS += tests/integration/test_coll
 tests_integration_test_coll_SOURCES = tests/integration/test_coll.c \
-	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
+	tests/support/coll_check.h tests/support/coll_one.h tests/support/harness.h
 tests_integration_test_coll_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_coll
 
 if HAVE_CHECK
 check_PROGRAMS += tests/integration/test_comm
 tests_integration_test_comm_SOURCES = tests/integration/test_comm.c \
-	tests/integration/coll_check.h tests/integration/harness.h
+	tests/support/coll_check.h tests/support/harness.h
 tests_integration_test_comm_CFLAGS = $(TEST_CFLAGS)
 tests_integration_test_comm_LDADD = $(TEST_LIBS)
 TESTS += tests/integration/test_comm
@@ -36,7 +36,7 @@ endif
 # bounded by the peers the algorithms use (connections on first use).
 check_PROGRAMS += tests/integration/test_scale
 tests_integration_test_scale_SOURCES = tests/integration/test_scale.c \
-	tests/integration/harness.h
+	tests/support/harness.h
 tests_integration_test_scale_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_scale
 EXTRA_DIST += tests/static/static_link.sh tests/static/hello_static.c

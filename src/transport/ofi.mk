@@ -33,8 +33,8 @@ endif
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ofi
 TESTS += tests/unit/check_ofi
-tests_unit_check_ofi_SOURCES = tests/unit/check_ofi.c tests/unit/mp_util.h
-tests_unit_check_ofi_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_ofi_SOURCES = tests/unit/check_ofi.c tests/support/mp_util.h
+tests_unit_check_ofi_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_ofi_LDADD = $(TEST_LIBS)
 endif
 

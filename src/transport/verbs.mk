@@ -25,12 +25,12 @@ LOOM_INTERNAL_LIBS += $(DL_LIBS)
 # (check_transport's "verbs (software model)" configuration) and the
 # collective matrix (test_coll_verbs) run over it.
 if HAVE_CHECK
-tests_unit_check_transport_SOURCES += tests/unit/verbs_model.h tests/unit/verbs_model.c
+tests_unit_check_transport_SOURCES += tests/support/verbs_model.h tests/support/verbs_model.c
 check_PROGRAMS += tests/unit/check_verbs
 TESTS += tests/unit/check_verbs
-tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/unit/mp_util.h \
-	tests/unit/verbs_model.h tests/unit/verbs_model.c
-tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/support/mp_util.h \
+	tests/support/verbs_model.h tests/support/verbs_model.c
+tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_verbs_LDADD = $(TEST_LIBS)
 endif
 
@@ -60,8 +60,8 @@ EXTRA_DIST += tests/rdma/run.sh docs/rdma.md
 if HAVE_VERBS
 check_PROGRAMS += tests/integration/test_coll_verbs
 tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
-	tests/integration/coll_check.h tests/integration/coll_one.h tests/integration/harness.h \
-	tests/unit/verbs_model.h tests/unit/verbs_model.c
-tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
+	tests/support/coll_check.h tests/support/coll_one.h tests/support/harness.h \
+	tests/support/verbs_model.h tests/support/verbs_model.c
+tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/support
 tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
 endif

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll_check.h"
-#include "coll_one.h"
-#include "harness.h"
+#include "../support/coll_check.h"
+#include "../support/coll_one.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 struct spec {

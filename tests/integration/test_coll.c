@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_check.h"
-#include "coll_one.h"
-#include "harness.h"
+#include "../support/coll_check.h"
+#include "../support/coll_one.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 struct cfg {

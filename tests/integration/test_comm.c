@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll_check.h"
-#include "harness.h"
+#include "../support/coll_check.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 static int g_port;

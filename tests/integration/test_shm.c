@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_check.h"
-#include "coll_one.h"
+#include "../support/coll_check.h"
+#include "../support/coll_one.h"
 #include "comm/comm.h"
-#include "harness.h"
+#include "../support/harness.h"
 #include "loom.h"
 #include "coll/coll.h"
 #include "shm/shm.h"

@@ -34,8 +34,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll_check.h"
-#include "harness.h"
+#include "../support/coll_check.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 #define SOAK_RANKS 4

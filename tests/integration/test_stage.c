@@ -18,11 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll_check.h"
-#include "devmem.h"
-#include "harness.h"
+#include "../support/coll_check.h"
+#include "../support/devmem.h"
+#include "../support/harness.h"
 #include "loom.h"
-#include "stage_one.h"
+#include "../support/stage_one.h"
 
 static int g_port;
 

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../integration/coll_check.h"
+#include "../support/coll_check.h"
 #include "loom.h"
 
 #define JOB_MAX_COUNTS 16

@@ -24,7 +24,7 @@
 #include "bootstrap/boot_wire.h"
 #include "bootstrap/oob.h"
 #include "net/net.h"
-#include "mp_util.h"
+#include "../support/mp_util.h"
 
 #include "bootstrap/agree.h"
 

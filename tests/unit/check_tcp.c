@@ -30,7 +30,7 @@
 #include "transport/tcp_priv.h"
 #include "transport/transport.h"
 #include "bootstrap/oob.h"
-#include "mp_util.h"
+#include "../support/mp_util.h"
 
 #define STEP_TIMEOUT 20.0
 #define ERRSLOT 1024

@@ -33,7 +33,7 @@
 #include "bootstrap/oob.h"
 #include "net/net.h"
 #include "transport/transport.h"
-#include "mp_util.h"
+#include "../support/mp_util.h"
 
 #define ERRSLOT 1024
 #define STEP 20.0
