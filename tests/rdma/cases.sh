@@ -257,8 +257,20 @@ ib_write_bw_gbps() {
     awk -v s="$SIZE" '$1 == s && NF >= 4 {print $4}' "$work/$1.client" | tail -1
 }
 
-# bench_TOOL IP1 R1: one bandwidth tool between hosts 0 and 1; appends
-# "NAME GB/s" to base, or says why it gave no number (in miss)
+# add_base TOOL GB/S OUTPUT: the tool's number beside Loom's in base, or
+# why it gave none (the end of its OUTPUT) in miss
+add_base() {
+    if [ -n "$2" ]; then
+        base+=("$1 $2")
+    else
+        miss+=("$1 gave no number: $(tail -2 "$3" | paste -sd ' ')")
+    fi
+}
+
+# gbytes GBITS: Gb/s as GB/s, or nothing
+gbytes() { [ -z "$1" ] || awk -v g="$1" 'BEGIN {printf "%.2f", g / 8}'; }
+
+# bench_TOOL IP1 R1: one bandwidth tool between hosts 0 and 1 (add_base)
 bench_ib_write_bw_chosen() {
     # the device, port and GID index Loom chose on rank 0 and on rank R1
     # (from the matrix case's INFO lines, or a fresh run)
@@ -273,11 +285,7 @@ bench_ib_write_bw_chosen() {
     read -r _ d0 _ g0 <<<"${c0/:/ }"
     read -r _ d1 _ g1 <<<"${c1/:/ }"
     gbits=$(ib_write_bw_gbps ibwc "-d ${d0%:*} -x $g0" "-d ${d1%:*} -x $g1" "$1")
-    if [ -n "$gbits" ]; then
-        base+=("ib_write_bw $(awk -v g="$gbits" 'BEGIN {printf "%.2f", g / 8}')")
-    else
-        miss+=("ib_write_bw gave no number: $(tail -2 "$work/ibwc.client" | paste -sd ' ')")
-    fi
+    add_base ib_write_bw "$(gbytes "$gbits")" "$work/ibwc.client"
 }
 
 # perftest's own device unless RDMA_IB_DEV (-d) and RDMA_IB_GID (-x) name
@@ -287,12 +295,7 @@ bench_ib_write_bw() {
     [ -n "${RDMA_IB_DEV:-}" ] && dev="-d $RDMA_IB_DEV"
     [ -n "${RDMA_IB_GID:-}" ] && dev="$dev -x $RDMA_IB_GID"
     gbits=$(ib_write_bw_gbps ibw "$dev" "$dev" "$1")
-    if [ -n "$gbits" ]; then
-        base+=("ib_write_bw $(awk -v g="$gbits" 'BEGIN {printf "%.2f", g / 8}')")
-    else
-        echo "  ib_write_bw gave no number:"
-        tail -4 "$work/ibw.client" | sed 's/^/    /'
-    fi
+    add_base ib_write_bw "$(gbytes "$gbits")" "$work/ibw.client"
 }
 
 # fi_pingpong: one message at a time each way; MB/sec (decimal) is the
@@ -303,12 +306,8 @@ bench_fi_pingpong() {
     mbs=$(awk '$1 ~ /^[0-9]+[kmg]?$/ && $2 ~ /^[0-9]+$/ {
                    for (i = 3; i < NF; i++) if ($i ~ /^[0-9.]+s$/) { v = $(i + 1); break } }
                END { print v }' "$work/fipp.client")
-    if [ -n "$mbs" ]; then
-        base+=("fi_pingpong $(awk -v m="$mbs" 'BEGIN {printf "%.2f", m / 1000}')")
-    else
-        echo "  fi_pingpong gave no number:"
-        tail -4 "$work/fipp.client" | sed 's/^/    /'
-    fi
+    add_base fi_pingpong "$([ -z "$mbs" ] || awk -v m="$mbs" 'BEGIN {printf "%.2f", m / 1000}')" \
+        "$work/fipp.client"
 }
 
 case_perf() {
