@@ -77,7 +77,7 @@ MATRIX_LOG_COMPILER = $(SHELL) $(srcdir)/tests/run-matrix
 TESTS += tests/matrix/tcp.matrix tests/matrix/ofi-tcp+ofi_rxm.matrix \
 	tests/matrix/ofi-shm.matrix tests/matrix/ofi-udp+ofi_rxd.matrix \
 	tests/matrix/verbs-model.matrix
-EXTRA_DIST += tests/run-matrix tests/rdma/cases.sh tests/matrix/tcp.matrix \
+EXTRA_DIST += tests/run-matrix tests/rdma/cases.sh tests/rdma/hosts.sh tests/matrix/tcp.matrix \
 	tests/matrix/ofi-tcp+ofi_rxm.matrix tests/matrix/ofi-shm.matrix \
 	tests/matrix/ofi-udp+ofi_rxd.matrix tests/matrix/verbs-model.matrix \
 	tests/matrix/verbs.matrix tests/matrix/ofi-verbs+ofi_rxm.matrix \

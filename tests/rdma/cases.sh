@@ -104,16 +104,8 @@ EOF
 NRANKS=${#rank_server[@]}
 [ "$NRANKS" -ge 2 ] || { echo "FAIL: $table has fewer than 2 ranks"; exit 1; }
 
-# run_on HOSTINDEX CMD... : here, or through ssh on that server's host
-run_on() {
-    local h=$1
-    shift
-    if [ "${#hosts[@]}" -eq 0 ]; then
-        bash -c "$*"
-    else
-        ssh -o BatchMode=yes "${hosts[$h]}" "$*"
-    fi
-}
+# shellcheck source=tests/rdma/hosts.sh
+. "$(dirname "$0")/hosts.sh"
 
 B=$LOOM_BUILDDIR
 nservers=$(printf '%s\n' "${rank_server[@]}" | awk '{print $1}' | sort -u | wc -l)

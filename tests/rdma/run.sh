@@ -70,16 +70,8 @@ fi
 hosts=("$@")
 B=$(cd "$LOOM_BUILDDIR" 2>/dev/null && pwd) || B=$LOOM_BUILDDIR
 
-# run_on HOSTINDEX CMD... : here, or through ssh on that host (as cases.sh)
-run_on() {
-    local h=$1
-    shift
-    if [ "${#hosts[@]}" -eq 0 ]; then
-        bash -c "$*"
-    else
-        ssh -o BatchMode=yes "${hosts[$h]}" "$*"
-    fi
-}
+# shellcheck source=tests/rdma/hosts.sh
+. "$here/hosts.sh"
 
 # inventory BUILDDIR: what this host has, one "what: value" line each;
 # lines starting with @ are flags for the choice of paths, not printed
