@@ -47,9 +47,10 @@ integration="tests/integration/test_coll tests/integration/test_comm
     tests/integration/test_coll_two_server.sh"
 [ "$mode" = asan ] && integration="$integration tests/integration/test_algos
     tests/integration/test_shm tests/integration/test_kill_two_server.sh
-    tests/integration/test_coll_ofi.sh tests/integration/test_shrink.sh
-    compat/hccl/tests/test_hccl.sh tests/netns/run.sh"
-[ "$mode" = tsan ] && integration="$integration tests/integration/test_coll_verbs.sh"
+    tests/matrix/ofi-tcp+ofi_rxm.matrix tests/matrix/ofi-shm.matrix
+    tests/matrix/ofi-udp+ofi_rxd.matrix tests/integration/test_shrink.sh
+    compat/hccl/tests/test_hccl.sh tests/matrix/tcp.matrix"
+[ "$mode" = tsan ] && integration="$integration tests/matrix/verbs-model.matrix"
 # build the test programs, then keep only the tests this build has (some
 # need Check)
 make -C "$bdir" -j"$(nproc)" check TESTS= >>"$bdir/make.out" 2>&1 || {

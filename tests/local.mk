@@ -9,14 +9,14 @@ endif
 
 check_PROGRAMS += tests/integration/test_coll
 tests_integration_test_coll_SOURCES = tests/integration/test_coll.c \
-	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
+	perf/coll_check.h tests/support/coll_one.h tests/support/harness.h
 tests_integration_test_coll_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_coll
 
 if HAVE_CHECK
 check_PROGRAMS += tests/integration/test_comm
 tests_integration_test_comm_SOURCES = tests/integration/test_comm.c \
-	perf/coll_check.h tests/integration/harness.h
+	perf/coll_check.h tests/support/harness.h
 tests_integration_test_comm_CFLAGS = $(TEST_CFLAGS)
 tests_integration_test_comm_LDADD = $(TEST_LIBS)
 TESTS += tests/integration/test_comm
@@ -36,7 +36,7 @@ endif
 # bounded by the peers the algorithms use (connections on first use).
 check_PROGRAMS += tests/integration/test_scale
 tests_integration_test_scale_SOURCES = tests/integration/test_scale.c \
-	tests/integration/harness.h
+	tests/support/harness.h
 tests_integration_test_scale_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_scale
 EXTRA_DIST += tests/static/static_link.sh tests/static/hello_static.c
@@ -76,3 +76,17 @@ EXTRA_DIST += tests/torch/dist_suite.py tests/torch/check_suite.sh tests/torch/r
 if HAVE_TORCH
 TESTS += tests/torch/check_suite.sh
 endif
+
+# The transport test matrix: tests/run-matrix -t TRANSPORT -l LEVEL runs a
+# level's cases on a transport, less its config's skips (tests/matrix/).
+# make check runs each config below at its check_levels.
+TEST_EXTENSIONS = .matrix
+MATRIX_LOG_COMPILER = $(SHELL) $(srcdir)/tests/run-matrix
+TESTS += tests/matrix/tcp.matrix tests/matrix/ofi-tcp+ofi_rxm.matrix \
+	tests/matrix/ofi-shm.matrix tests/matrix/ofi-udp+ofi_rxd.matrix \
+	tests/matrix/verbs-model.matrix
+EXTRA_DIST += tests/run-matrix tests/rdma/cases.sh tests/rdma/hosts.sh tests/matrix/tcp.matrix \
+	tests/matrix/ofi-tcp+ofi_rxm.matrix tests/matrix/ofi-shm.matrix \
+	tests/matrix/ofi-udp+ofi_rxd.matrix tests/matrix/verbs-model.matrix \
+	tests/matrix/verbs.matrix tests/matrix/ofi-verbs+ofi_rxm.matrix \
+	tests/matrix/ofi-efa.matrix

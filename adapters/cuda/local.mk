@@ -35,12 +35,12 @@ check_PROGRAMS += adapters/cuda/tests/check_cuda
 TESTS += adapters/cuda/tests/check_cuda
 adapters_cuda_tests_check_cuda_SOURCES = \
 	adapters/cuda/tests/check_cuda.c \
-	adapters/cuda/tests/fake_cuda.c \
-	adapters/cuda/tests/fake_cuda.h \
-	tests/integration/devmem.h tests/integration/stage_one.h \
-	perf/coll_check.h tests/integration/harness.h
+	tests/support/cuda_model.c \
+	tests/support/cuda_model.h \
+	tests/support/devmem.h tests/support/stage_one.h \
+	perf/coll_check.h tests/support/harness.h
 adapters_cuda_tests_check_cuda_CPPFLAGS = $(LOOM_CUDA_CPPFLAGS) \
-	-I$(top_srcdir)/tests/integration -DLOOM_TEST_CUDA_STUB='"$(CUDA_DIR)/lib64/stubs/libcuda.so"'
+	-I$(top_srcdir)/tests/support -DLOOM_TEST_CUDA_STUB='"$(CUDA_DIR)/lib64/stubs/libcuda.so"'
 adapters_cuda_tests_check_cuda_CFLAGS = $(TEST_CFLAGS)
 adapters_cuda_tests_check_cuda_LDADD = adapters/cuda/libloom_cuda_core.la $(TEST_LIBS) $(DL_LIBS)
 endif

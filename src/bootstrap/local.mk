@@ -22,7 +22,7 @@ libloom_core_la_SOURCES += \
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_bootstrap tests/unit/check_auth
 TESTS += tests/unit/check_bootstrap tests/unit/check_auth
-tests_unit_check_bootstrap_SOURCES = tests/unit/check_bootstrap.c tests/unit/mp_util.h
+tests_unit_check_bootstrap_SOURCES = tests/unit/check_bootstrap.c tests/support/mp_util.h
 tests_unit_check_bootstrap_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_bootstrap_LDADD = $(TEST_LIBS)
 tests_unit_check_auth_SOURCES = tests/unit/check_auth.c

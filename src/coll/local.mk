@@ -31,12 +31,12 @@ endif
 
 check_PROGRAMS += tests/integration/test_algos
 tests_integration_test_algos_SOURCES = tests/integration/test_algos.c \
-	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
+	perf/coll_check.h tests/support/coll_one.h tests/support/harness.h
 tests_integration_test_algos_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_algos
 
 check_PROGRAMS += tests/integration/test_group
 tests_integration_test_group_SOURCES = tests/integration/test_group.c \
-	perf/coll_check.h tests/integration/harness.h
+	perf/coll_check.h tests/support/harness.h
 tests_integration_test_group_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_group

@@ -25,7 +25,7 @@ if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ranktable
 TESTS += tests/unit/check_ranktable
 tests_unit_check_ranktable_SOURCES = tests/unit/check_ranktable.c \
-	tests/unit/rt_corpus.h
+	tests/support/rt_corpus.h
 tests_unit_check_ranktable_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ranktable_LDADD = $(TEST_LIBS)
 endif
@@ -37,12 +37,12 @@ TESTS += tests/integration/test_ranktable_v2.sh \
 	tests/integration/test_coll_two_server_v2.sh
 EXTRA_DIST += tests/integration/test_ranktable_v2.sh \
 	tests/integration/test_coll_two_server_v2.sh \
-	tests/integration/port_base.sh
+	tests/support/port_base.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ranktable_v2
 TESTS += tests/unit/check_ranktable_v2
 tests_unit_check_ranktable_v2_SOURCES = tests/unit/check_ranktable_v2.c \
-	tests/unit/rt_corpus.h
+	tests/support/rt_corpus.h
 tests_unit_check_ranktable_v2_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_ranktable_v2_LDADD = $(TEST_LIBS)
 endif

@@ -12,7 +12,7 @@ libloom_core_la_SOURCES += \
 
 check_PROGRAMS += tests/integration/test_shm
 tests_integration_test_shm_SOURCES = tests/integration/test_shm.c \
-	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h
+	perf/coll_check.h tests/support/coll_one.h tests/support/harness.h
 tests_integration_test_shm_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_shm
 

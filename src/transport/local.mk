@@ -19,7 +19,7 @@ perf_tcp_bench_LDADD = $(LOOM_INTERNAL_LIBS)
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_tcp
 TESTS += tests/unit/check_tcp
-tests_unit_check_tcp_SOURCES = tests/unit/check_tcp.c tests/unit/mp_util.h
+tests_unit_check_tcp_SOURCES = tests/unit/check_tcp.c tests/support/mp_util.h
 tests_unit_check_tcp_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_tcp_LDADD = $(TEST_LIBS)
 endif
@@ -28,7 +28,7 @@ endif
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_transport
 TESTS += tests/unit/check_transport
-tests_unit_check_transport_SOURCES = tests/unit/check_transport.c tests/unit/mp_util.h
+tests_unit_check_transport_SOURCES = tests/unit/check_transport.c tests/support/mp_util.h
 tests_unit_check_transport_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_transport_LDADD = $(TEST_LIBS)
 endif

@@ -33,21 +33,11 @@ endif
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ofi
 TESTS += tests/unit/check_ofi
-tests_unit_check_ofi_SOURCES = tests/unit/check_ofi.c tests/unit/mp_util.h
-tests_unit_check_ofi_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_ofi_SOURCES = tests/unit/check_ofi.c tests/support/mp_util.h
+tests_unit_check_ofi_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_ofi_LDADD = $(TEST_LIBS)
 endif
 
-# The collective matrix (test_coll) over ofi on tcp;ofi_rxm, shm and
-# udp;ofi_rxd with shared memory off (every byte crosses libfabric); skips
-# where the ofi transport is not built.
-TESTS += tests/integration/test_coll_ofi.sh
-EXTRA_DIST += tests/integration/test_coll_ofi.sh
-
-# The 3-host network-namespace job (tests/netns/run.sh's cases) over ofi:
-# skips where ofi is not built or namespaces are not permitted.
-TESTS += tests/netns/ofi.sh
-EXTRA_DIST += tests/netns/ofi.sh
 EXTRA_DIST += docs/ofi.md
 
 # How a job ends when it is signalled (tcp, ofi, Python, PyTorch), that a

@@ -25,12 +25,12 @@ LOOM_INTERNAL_LIBS += $(DL_LIBS)
 # (check_transport's "verbs (software model)" configuration) and the
 # collective matrix (test_coll_verbs) run over it.
 if HAVE_CHECK
-tests_unit_check_transport_SOURCES += tests/unit/verbs_model.h tests/unit/verbs_model.c
+tests_unit_check_transport_SOURCES += tests/support/verbs_model.h tests/support/verbs_model.c
 check_PROGRAMS += tests/unit/check_verbs
 TESTS += tests/unit/check_verbs
-tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/unit/mp_util.h \
-	tests/unit/verbs_model.h tests/unit/verbs_model.c
-tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/support/mp_util.h \
+	tests/support/verbs_model.h tests/support/verbs_model.c
+tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_verbs_LDADD = $(TEST_LIBS)
 endif
 
@@ -46,25 +46,22 @@ endif
 endif
 EXTRA_DIST += tests/fuzz/run-fuzz-verbs.sh
 
-# On real RDMA hardware (tests/rdma/run.sh, which runs verbs.sh and ofi.sh;
-# they SKIP without a device; docs/rdma.md): the digest program compares
-# results of two transports bit for bit.
+# On real RDMA hardware (tests/rdma/run.sh, which runs the rdma level of
+# tests/run-matrix; it SKIPs without a device; docs/rdma.md): the digest
+# program compares results of two transports bit for bit.
 noinst_PROGRAMS += tests/rdma/digest
 tests_rdma_digest_SOURCES = tests/rdma/digest.c
 tests_rdma_digest_LDADD = libloom.la
-EXTRA_DIST += tests/rdma/run.sh tests/rdma/verbs.sh tests/rdma/ofi.sh docs/rdma.md
+EXTRA_DIST += tests/rdma/run.sh docs/rdma.md
 
 # The collective matrix (test_coll) over the verbs transport on the model:
-# the same program linked with the model, run by test_coll_verbs.sh with
-# LOOM_TRANSPORT=verbs LOOM_TEST_VERBS_MODEL=1 (and no shared memory, so
-# that every byte crosses the transport).
+# the same program linked with the model, run by tests/run-matrix -t
+# verbs:model (tests/matrix/verbs-model.matrix).
 if HAVE_VERBS
 check_PROGRAMS += tests/integration/test_coll_verbs
 tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
-	perf/coll_check.h tests/integration/coll_one.h tests/integration/harness.h \
-	tests/unit/verbs_model.h tests/unit/verbs_model.c
-tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
+	perf/coll_check.h tests/support/coll_one.h tests/support/harness.h \
+	tests/support/verbs_model.h tests/support/verbs_model.c
+tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/support
 tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
-TESTS += tests/integration/test_coll_verbs.sh
 endif
-EXTRA_DIST += tests/integration/test_coll_verbs.sh

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "../../perf/coll_check.h"
-#include "coll_one.h"
-#include "harness.h"
+#include "../support/coll_one.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 struct cfg {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../../perf/coll_check.h"
-#include "harness.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 static int g_port;

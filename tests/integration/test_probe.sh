@@ -26,7 +26,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
 # Every rank listens on its table port (base + its device id).
-. "$srcdir/tests/integration/port_base.sh"
+. "$srcdir/tests/support/port_base.sh"
 LOOM_BOOTSTRAP_TIMEOUT=15
 export LOOM_BOOTSTRAP_TIMEOUT
 unset LOOM_TEST_PROBE_REFUSE LOOM_RANK RANK_ID RANK OMPI_COMM_WORLD_RANK \

@@ -26,7 +26,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-. "$LOOM_SRCDIR/tests/integration/port_base.sh"
+. "$LOOM_SRCDIR/tests/support/port_base.sh"
 LOOM_CONF_FILE=/dev/null
 LOOM_BOOTSTRAP_TIMEOUT=15
 export LOOM_CONF_FILE LOOM_BOOTSTRAP_TIMEOUT

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 struct shared {

@@ -29,9 +29,9 @@
 #include <string.h>
 
 #include "../../perf/coll_check.h"
-#include "coll_one.h"
+#include "../support/coll_one.h"
 #include "comm/comm.h"
-#include "harness.h"
+#include "../support/harness.h"
 #include "loom.h"
 #include "coll/coll.h"
 #include "shm/shm.h"

@@ -22,7 +22,7 @@
 job=$LOOM_BUILDDIR/tests/integration/shrink_job
 info=$LOOM_BUILDDIR/tools/loom-info
 [ -x "$job" ] || { echo "SKIP: $job is not built"; exit 77; }
-. "$LOOM_SRCDIR/tests/integration/port_base.sh"
+. "$LOOM_SRCDIR/tests/support/port_base.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/loom-shrink.XXXXXX")
 pids=()
 cleanup() {

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "../../perf/coll_check.h"
-#include "harness.h"
+#include "../support/harness.h"
 #include "loom.h"
 
 #define SOAK_RANKS 4

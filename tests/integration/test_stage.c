@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "../../perf/coll_check.h"
-#include "devmem.h"
-#include "harness.h"
+#include "../support/devmem.h"
+#include "../support/harness.h"
 #include "loom.h"
-#include "stage_one.h"
+#include "../support/stage_one.h"
 
 static int g_port;
 

@@ -1,6 +1,6 @@
 /* digest.c - one rank of a job that prints a digest of every result, so
  * that two runs over different transports can be compared bit for bit
- * (tests/rdma/verbs.sh: tcp against verbs).
+ * (tests/rdma/cases.sh: tcp against the transport under test).
  *
  * Inputs are random floats (and integers) from a seed, so that results
  * depend on the order of reduction: two runs agree bit for bit only when

@@ -18,7 +18,8 @@
 #    (fi_info -p), ib_write_bw and fi_pingpong, ulimit -l, and which of
 #    Loom's transports the build has and can run (loom-info).
 # 2. For each RDMA path (RDMA_PATHS, default "verbs ofi-verbs ofi-efa") that
-#    every host has, the cases of tests/rdma/verbs.sh or tests/rdma/ofi.sh:
+#    every host has, the cases of tests/rdma/cases.sh (tests/run-matrix's
+#    rdma level, with the transport's config from tests/matrix/):
 #    the collective matrix, results bit for bit against tcp, all_reduce_perf
 #    beside ib_write_bw (perftest) and fi_pingpong where installed, and
 #    kill -9 of a rank:
@@ -37,7 +38,7 @@
 # Exit status: 0 every path run passed; 1 a case failed; 2 usage, or no
 # Loom build at LOOM_BUILDDIR; 77 nothing to test: no RDMA hardware, or no
 # path that both the hosts and the build have (as a skipped test).
-# env: LOOM_BUILDDIR, RDMA_PATHS, and what verbs.sh and ofi.sh read
+# env: LOOM_BUILDDIR, RDMA_PATHS, and what cases.sh reads
 #      (RDMA_CASES, RDMA_SIZE, RDMA_KILL_BOUND, RDMA_KEEP, IB_WRITE_BW,
 #      FI_PINGPONG, RDMA_IB_DEV, RDMA_IB_GID).
 set -u
@@ -69,16 +70,8 @@ fi
 hosts=("$@")
 B=$(cd "$LOOM_BUILDDIR" 2>/dev/null && pwd) || B=$LOOM_BUILDDIR
 
-# run_on HOSTINDEX CMD... : here, or through ssh on that host (as verbs.sh)
-run_on() {
-    local h=$1
-    shift
-    if [ "${#hosts[@]}" -eq 0 ]; then
-        bash -c "$*"
-    else
-        ssh -o BatchMode=yes "${hosts[$h]}" "$*"
-    fi
-}
+# shellcheck source=tests/rdma/hosts.sh
+. "$here/hosts.sh"
 
 # inventory BUILDDIR: what this host has, one "what: value" line each;
 # lines starting with @ are flags for the choice of paths, not printed
@@ -224,7 +217,7 @@ for path in "${run_paths[@]}"; do
     echo
     case $path in
         verbs)
-            echo "== verbs transport: tests/rdma/verbs.sh"
+            echo "== verbs transport: tests/run-matrix -t verbs -l rdma"
             cases=${RDMA_CASES:-}
             if [ -z "$cases" ]; then
                 cases="matrix digest perf kill"
@@ -233,11 +226,11 @@ for path in "${run_paths[@]}"; do
                     echo "SKIP: perf over verbs: ib_write_bw (perftest) is not installed on the first two hosts"
                 fi
             fi
-            RDMA_CASES=$cases LOOM_BUILDDIR=$B bash "$here/verbs.sh" "$table" "${hosts[@]}" ;;
+            RDMA_CASES=$cases LOOM_BUILDDIR=$B bash "$here/../run-matrix" -t verbs -l rdma "$table" "${hosts[@]}" ;;
         ofi-*)
             prov=$([ "$path" = ofi-efa ] && echo efa || echo 'verbs;ofi_rxm')
-            echo "== ofi transport, provider $prov: tests/rdma/ofi.sh"
-            LOOM_OFI_PROVIDER=$prov LOOM_BUILDDIR=$B bash "$here/ofi.sh" "$table" "${hosts[@]}" ;;
+            echo "== ofi transport, provider $prov: tests/run-matrix -t 'ofi:$prov' -l rdma"
+            LOOM_BUILDDIR=$B bash "$here/../run-matrix" -t "ofi:$prov" -l rdma "$table" "${hosts[@]}" ;;
     esac
     rc=$?
     case $rc in

@@ -26,7 +26,7 @@
 #include "bootstrap/oob_wire.h"
 #include "net/handshake.h"
 #include "net/net.h"
-#include "mp_util.h"
+#include "../support/mp_util.h"
 
 #include "bootstrap/agree.h"
 

@@ -18,7 +18,7 @@
 #include "config.h"
 #include "ranktable/ranktable_internal.h"
 
-#include "rt_corpus.h"
+#include "../support/rt_corpus.h"
 
 static const struct corpus_case corpus[] = {
     {"device-id-duplicate.json", LOOM_ERROR_INVALID_RANKTABLE, {

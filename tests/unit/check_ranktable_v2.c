@@ -15,7 +15,7 @@
 #include "config.h"
 #include "ranktable/ranktable_internal.h"
 
-#include "rt_corpus.h"
+#include "../support/rt_corpus.h"
 
 static const struct corpus_case corpus[] = {
     {"addr-bad.json", LOOM_ERROR_INVALID_RANKTABLE, {

@@ -4,8 +4,10 @@
  *   FIFO matching of many messages of mixed sizes, both directions at once;
  *   lengths 0, 1, odd, past 64 KiB and several MiB; many requests
  *   outstanding; a ring of 4 ranks (connections on first use to several
- *   peers); wake() from another thread; shutdown fails what is pending and
- *   what comes later; a peer killed with SIGKILL is named; a receive of
+ *   peers); wake() from another thread; shutdown fails what is pending and,
+ *   at once, what comes later, with its result, and the peer's receive with
+ *   LOOM_ERROR_REMOTE naming it; a peer killed with SIGKILL is named, its
+ *   receive and later posts failing with LOOM_ERROR_REMOTE; a receive of
  *   another call is LOOM_ERROR_MISMATCH with both fingerprints (for
  *   transports that check fingerprints themselves; the core's envelope
  *   covers the others, test_comm); strangers' bytes on the rank's port
@@ -31,26 +33,35 @@
 #include "bootstrap/oob.h"
 #include "net/net.h"
 #include "transport/transport.h"
-#include "mp_util.h"
+#include "../support/mp_util.h"
 
 #define ERRSLOT 1024
 #define STEP 20.0
 
-/* A configuration a transport is run in: its name and environment. Other
- * transports' files add rows for their variants (providers, models). */
+/* A configuration a transport is run in: its name and environment, and
+ * where a transport words its errors in its own way, what they say (NULL:
+ * not checked). Other transports' files add rows for their variants
+ * (providers, models). */
 struct tx_config {
     const char *transport;
     const char *label;
     const char *env[4]; /* "NAME=value", NULL-terminated */
+    int peer_addr;      /* errors name a peer with its address: "rank 1 (127.0.0.1:" */
+    const char *gone;   /* what it says of a peer killed with its link up */
+    const char *shut;   /* what a post after shutdown says */
 };
 
+#define TCP_WORDS .peer_addr = 1, \
+                  .gone = "closed the connection without a goodbye", \
+                  .shut = "the transport was shut down"
 static const struct tx_config configs[] = {
-    {"tcp", "tcp", {NULL}},
-    {"tcp", "tcp, 2 lanes", {"LOOM_NSOCKS=2", NULL}},
-    {"ofi", "ofi tcp;ofi_rxm", {"LOOM_OFI_PROVIDER=tcp;ofi_rxm", NULL}},
-    {"ofi", "ofi shm", {"LOOM_OFI_PROVIDER=shm", NULL}},
-    {"ofi", "ofi udp;ofi_rxd", {"LOOM_OFI_PROVIDER=udp;ofi_rxd", NULL}},
-    {"verbs", "verbs (software model)", {"LOOM_TEST_VERBS_MODEL=1", NULL}},
+    {.transport = "tcp", .label = "tcp", .env = {NULL}, TCP_WORDS},
+    {.transport = "tcp", .label = "tcp, 2 lanes", .env = {"LOOM_NSOCKS=2", NULL}, TCP_WORDS},
+    {.transport = "ofi", .label = "ofi tcp;ofi_rxm", .env = {"LOOM_OFI_PROVIDER=tcp;ofi_rxm", NULL}},
+    {.transport = "ofi", .label = "ofi shm", .env = {"LOOM_OFI_PROVIDER=shm", NULL}},
+    {.transport = "ofi", .label = "ofi udp;ofi_rxd", .env = {"LOOM_OFI_PROVIDER=udp;ofi_rxd", NULL}},
+    {.transport = "verbs", .label = "verbs (software model)",
+     .env = {"LOOM_TEST_VERBS_MODEL=1", NULL}},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 
@@ -94,6 +105,18 @@ static const struct loom_transport *usable(const struct tx_config *c, char *why,
 }
 
 static struct loom_oob *g_oob;
+
+/* Does msg name rank r the way configuration c words it (or at least as
+ * "rank r")? */
+static int names_rank(const struct tx_config *c, const char *msg, int r)
+{
+    char want[64];
+    if (c->peer_addr)
+        snprintf(want, sizeof want, "rank %d (127.0.0.1:", r);
+    else
+        snprintf(want, sizeof want, "rank %d", r);
+    return strstr(msg, want) != NULL;
+}
 
 static int setup(struct job *j, int rank, int n, struct loom_tx **tx)
 {
@@ -335,8 +358,8 @@ static int wake_shutdown_main(int rank, int n, void *arg)
             return 21;
         loom_result_t res = wait_all(tx, r, 1);
         snprintf(rank_err(j, rank), ERRSLOT, "%s: %s", loom_result_string(res), tx->errmsg);
-        if (res == LOOM_SUCCESS || res == LOOM_ERROR_TIMEOUT ||
-            !strstr(tx->errmsg, "rank 0"))
+        if (res != LOOM_ERROR_REMOTE || r[0].status != LOOM_ERROR_REMOTE ||
+            !names_rank(j->cfg, tx->errmsg, 0))
             return 22;
         rank_err(j, rank)[0] = 0;
         teardown(tx);
@@ -364,9 +387,15 @@ static int wake_shutdown_main(int rank, int n, void *arg)
         return 25;
     }
     struct loom_tx_req later = {.peer = 1, .buf = &b, .len = 1};
-    if (tx->ops->isend(tx, &later) >= 0 || !later.done) {
-        snprintf(rank_err(j, rank), ERRSLOT, "a post after shutdown did not fail at once");
+    if (tx->ops->isend(tx, &later) != LOOM_ERROR_ABORTED || !later.done ||
+        (j->cfg->shut && !strstr(tx->errmsg, j->cfg->shut))) {
+        snprintf(rank_err(j, rank), ERRSLOT, "a post after shutdown did not fail at once "
+                 "with the shutdown's result: %s", tx->errmsg);
         return 26;
+    }
+    if (tx->ops->progress(tx, 0) != LOOM_SUCCESS) {
+        snprintf(rank_err(j, rank), ERRSLOT, "progress after shutdown: %s", tx->errmsg);
+        return 27;
     }
     usleep(300000); /* rank 1 reads the notice before the process goes */
     teardown(tx);
@@ -406,9 +435,17 @@ static int killed_main(int rank, int n, void *arg)
     loom_result_t res = wait_all(tx, r, 1);
     snprintf(rank_err(j, rank), ERRSLOT, "%s after %.2f s: %s", loom_result_string(res),
              mp_now() - t0, tx->errmsg);
-    if (res == LOOM_SUCCESS || res == LOOM_ERROR_TIMEOUT || mp_now() - t0 > 10.0 ||
-        !strstr(tx->errmsg, "rank 1"))
+    if (res != LOOM_ERROR_REMOTE || mp_now() - t0 > 10.0 || !r[0].done ||
+        r[0].status != LOOM_ERROR_REMOTE || !names_rank(j->cfg, tx->errmsg, 1) ||
+        (j->cfg->gone && !strstr(tx->errmsg, j->cfg->gone)))
         return 22;
+    /* later posts fail at once with the same error */
+    struct loom_tx_req s = {.peer = 1, .buf = buf, .len = 8};
+    if (tx->ops->isend(tx, &s) != LOOM_ERROR_REMOTE || !s.done ||
+        s.status != LOOM_ERROR_REMOTE) {
+        snprintf(rank_err(j, rank), ERRSLOT, "a post after the loss: %s", tx->errmsg);
+        return 23;
+    }
     rank_err(j, rank)[0] = 0;
     teardown(tx);
     return 0;

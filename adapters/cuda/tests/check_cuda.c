@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cuda_driver.h"
-#include "fake_cuda.h"
+#include "cuda_model.h"
 #include "harness.h"
 #include "loom.h"
 #include "loom_cuda.h"
@@ -62,7 +62,7 @@ struct rig {
 
 static int rig_open(struct rig *g, int rank, int n, loom_cuda_sync_t want)
 {
-    g->d = fake_cuda_install();
+    g->d = cuda_model_install();
     g->comm = join(rank, n);
     int dev;
     if (loom_cuda_set_device(g->comm, &dev) != LOOM_SUCCESS || dev != rank) {
@@ -105,7 +105,7 @@ struct kern {
 static void k_produce(void *a)
 {
     struct kern *k = a;
-    uint32_t *v = fake_cuda_view(k->buf);
+    uint32_t *v = cuda_model_view(k->buf);
     for (uint64_t i = 0; i < ORD_COUNT; i++)
         v[i] = ord_value(k->rank, k->it, i);
 }
@@ -113,7 +113,7 @@ static void k_produce(void *a)
 static void k_consume(void *a)
 {
     struct kern *k = a;
-    memcpy(k->out, fake_cuda_view(k->buf), ORD_COUNT * sizeof(uint32_t));
+    memcpy(k->out, cuda_model_view(k->buf), ORD_COUNT * sizeof(uint32_t));
 }
 
 enum { ORD_OK = 0, ORD_WRONG = 20 };
@@ -130,9 +130,9 @@ struct ord_arg {
 static int rank_ordering(int rank, int n, void *arg)
 {
     const struct ord_arg *oa = arg;
-    fake_cuda.memops_refused = oa->sync == LOOM_CUDA_SYNC_EVENTS;
-    fake_cuda.ignore_waits = oa->broken == 1;
-    fake_cuda.write_at_enqueue = oa->broken == 2;
+    cuda_model.memops_refused = oa->sync == LOOM_CUDA_SYNC_EVENTS;
+    cuda_model.ignore_waits = oa->broken == 1;
+    cuda_model.write_at_enqueue = oa->broken == 2;
     loom_cuda_test_first_seq(0xfffffffau); /* the numbering wraps during the run */
     struct rig g;
     if (rig_open(&g, rank, n, LOOM_CUDA_SYNC_AUTO) < 0)
@@ -142,8 +142,8 @@ static int rank_ordering(int rank, int n, void *arg)
         return 11;
     }
     size_t bytes = ORD_COUNT * sizeof(uint32_t);
-    void *bufs[3] = {fake_cuda_malloc(bytes), fake_cuda_malloc_managed(bytes),
-                     fake_cuda_malloc_pinned(bytes)};
+    void *bufs[3] = {cuda_model_malloc(bytes), cuda_model_malloc_managed(bytes),
+                     cuda_model_malloc_pinned(bytes)};
     static uint32_t out[ORD_ITERS][ORD_COUNT];
     static struct kern kp[ORD_ITERS], kc[ORD_ITERS];
     double slowest_call = 0;
@@ -156,7 +156,7 @@ static int rank_ordering(int rank, int n, void *arg)
         kc[it] = (struct kern){.buf = buf, .out = out[it]};
         /* the first producer is slow: the call must return long before */
         unsigned delay = it == 0 ? 50000 : oa->broken ? 2000 : (unsigned)(it * 331 % 1500);
-        if (fake_cuda_launch(g.cs, k_produce, &kp[it], delay) != CUDA_SUCCESS)
+        if (cuda_model_launch(g.cs, k_produce, &kp[it], delay) != CUDA_SUCCESS)
             return 12;
         double t0 = harness_now();
         loom_result_t res = loom_allreduce(buf, buf, ORD_COUNT, LOOM_UINT32, LOOM_SUM,
@@ -168,10 +168,10 @@ static int rank_ordering(int rank, int n, void *arg)
                     loom_get_error_string(g.comm));
             return 13;
         }
-        if (fake_cuda_launch(g.cs, k_consume, &kc[it], 0) != CUDA_SUCCESS)
+        if (cuda_model_launch(g.cs, k_consume, &kc[it], 0) != CUDA_SUCCESS)
             return 14;
     }
-    if (fake_cuda_stream_wait(g.cs, 30) != 0)
+    if (cuda_model_stream_wait(g.cs, 30) != 0)
         return 15;
     if (loom_stream_synchronize(g.ls) != LOOM_SUCCESS)
         return 16;
@@ -193,7 +193,7 @@ static int rank_ordering(int rank, int n, void *arg)
                 slowest_call * 1e3);
         return 17;
     }
-    fake_cuda_free_pinned(bufs[2]);
+    cuda_model_free_pinned(bufs[2]);
     rig_close(&g);
     return wrong ? ORD_WRONG : ORD_OK;
 }
@@ -240,13 +240,13 @@ END_TEST
 static void *fm_alloc(void *ctx, enum sc_place p, size_t bytes)
 {
     switch (p) {
-    case SC_DEV: return fake_cuda_malloc(bytes);
-    case SC_MANAGED: return fake_cuda_malloc_managed(bytes);
+    case SC_DEV: return cuda_model_malloc(bytes);
+    case SC_MANAGED: return cuda_model_malloc_managed(bytes);
     case SC_PINNED: {
         void **held = ctx;
         for (int i = 0; i < 8; i++)
             if (!held[i])
-                return held[i] = fake_cuda_malloc_pinned(bytes);
+                return held[i] = cuda_model_malloc_pinned(bytes);
         return NULL;
     }
     default: {
@@ -260,25 +260,25 @@ static void *fm_alloc(void *ctx, enum sc_place p, size_t bytes)
 }
 static void *fm_view(void *ctx, enum sc_place p, void *ptr)
 {
-    return fake_cuda_view(ptr);
+    return cuda_model_view(ptr);
 }
 static void fm_release(void *ctx)
 {
     void **held = ctx;
     for (int i = 0; i < 8; i++) {
         if (held[i])
-            fake_cuda_free_pinned(held[i]);
+            cuda_model_free_pinned(held[i]);
         free(held[8 + i]);
         held[i] = held[8 + i] = NULL;
     }
-    fake_cuda_reset_memory();
+    cuda_model_reset_memory();
 }
 
 static int rank_staging(int rank, int n, void *arg)
 {
     const loom_cuda_sync_t *want = arg;
-    fake_cuda.ndevices = 4;
-    fake_cuda.memops_refused = *want == LOOM_CUDA_SYNC_EVENTS;
+    cuda_model.ndevices = 4;
+    cuda_model.memops_refused = *want == LOOM_CUDA_SYNC_EVENTS;
     struct rig g;
     if (rig_open(&g, rank, n, *want) < 0)
         return 10;
@@ -301,7 +301,7 @@ static int rank_staging(int rank, int n, void *arg)
                 sc_one(g.comm, g.ls, rank, n, k, t, op, counts[c], places[p].inplace,
                        places[p].sp, places[p].rp, seed++, &m);
             }
-    struct fake_cuda_stats st = fake_cuda_stats();
+    struct cuda_model_stats st = cuda_model_stats();
     int rc = sc_fails ? 11 : 0;
     if (st.pageable_copies || st.bad_addresses) {
         fprintf(stderr, "rank %d: %u async copies of unpinned memory, %u out of bounds\n",
@@ -348,8 +348,8 @@ static int inject_run(CUstream cs, loom_cuda_sync_t want, char *reported, size_t
     static uint32_t out[ORD_COUNT];
     static struct kern kp, kc;
     size_t bytes = ORD_COUNT * sizeof(uint32_t);
-    void *buf = fake_cuda_malloc(bytes);
-    uint32_t *pinned = fake_cuda_malloc_pinned(bytes);
+    void *buf = cuda_model_malloc(bytes);
+    uint32_t *pinned = cuda_model_malloc_pinned(bytes);
     memset(out, 0, sizeof out);
     kp = (struct kern){.buf = buf, .rank = 0, .it = 1};
     kc = (struct kern){.buf = buf, .out = out};
@@ -362,16 +362,16 @@ static int inject_run(CUstream cs, loom_cuda_sync_t want, char *reported, size_t
     if (res != LOOM_SUCCESS) {
         snprintf(reported, len, "create: %s", loom_cuda_error_string());
     } else {
-        fake_cuda_launch(cs, k_produce, &kp, 300);
+        cuda_model_launch(cs, k_produce, &kp, 300);
         res = loom_allreduce(buf, buf, ORD_COUNT, LOOM_UINT32, LOOM_SUM, comm, ls);
         if (res != LOOM_SUCCESS)
             snprintf(reported, len, "enqueue: %s", loom_get_error_string(comm));
-        fake_cuda_launch(cs, k_consume, &kc, 0);
+        cuda_model_launch(cs, k_consume, &kc, 0);
         loom_result_t res2 = loom_allreduce(pinned, pinned, ORD_COUNT, LOOM_UINT32, LOOM_MAX,
                                             comm, ls);
         if (res2 != LOOM_SUCCESS && !reported[0])
             snprintf(reported, len, "enqueue 2: %s", loom_get_error_string(comm));
-        if (fake_cuda_stream_wait(cs, 10) < 0)
+        if (cuda_model_stream_wait(cs, 10) < 0)
             *stream_hung = 1;
         res = loom_stream_synchronize(ls);
         if (res != LOOM_SUCCESS && !reported[0])
@@ -381,17 +381,17 @@ static int inject_run(CUstream cs, loom_cuda_sync_t want, char *reported, size_t
         for (uint64_t i = 0; i < ORD_COUNT && ok; i++)
             ok = out[i] == ord_value(0, 1, i) && pinned[i] == (uint32_t)i;
     }
-    fake_cuda_free_pinned(pinned);
-    fake_cuda_reset_memory();
+    cuda_model_free_pinned(pinned);
+    cuda_model_reset_memory();
     loom_comm_destroy(comm);
     return ok;
 }
 
 static void inject_all(loom_cuda_sync_t want)
 {
-    fake_cuda.memops_refused = want == LOOM_CUDA_SYNC_EVENTS;
-    fake_cuda.max_delay_us = 20;
-    const struct loom_cuda_driver *d = fake_cuda_install();
+    cuda_model.memops_refused = want == LOOM_CUDA_SYNC_EVENTS;
+    cuda_model.max_delay_us = 20;
+    const struct loom_cuda_driver *d = cuda_model_install();
     int dev;
     g_port = harness_free_port();
     loom_comm_t c0 = join(0, 1);
@@ -401,17 +401,17 @@ static void inject_all(loom_cuda_sync_t want)
     ck_assert_int_eq(d->stream_create(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     /* a clean run: right results, and how often it calls each entry */
     unsigned before[64], calls[64];
-    for (int e = 0; e < fake_cuda_nentries; e++)
-        before[e] = fake_cuda_calls(fake_cuda_entry_names[e]);
+    for (int e = 0; e < cuda_model_nentries; e++)
+        before[e] = cuda_model_calls(cuda_model_entry_names[e]);
     char msg[1200];
     int hung;
     ck_assert_msg(inject_run(cs, want, msg, sizeof msg, &hung) && !msg[0] && !hung,
                   "clean run: %s", msg);
-    for (int e = 0; e < fake_cuda_nentries; e++)
-        calls[e] = fake_cuda_calls(fake_cuda_entry_names[e]) - before[e];
+    for (int e = 0; e < cuda_model_nentries; e++)
+        calls[e] = cuda_model_calls(cuda_model_entry_names[e]) - before[e];
     int tried = 0;
-    for (int e = 0; e < fake_cuda_nentries; e++) {
-        const char *name = fake_cuda_entry_names[e];
+    for (int e = 0; e < cuda_model_nentries; e++) {
+        const char *name = cuda_model_entry_names[e];
         if (!calls[e] || strcmp(name, "cuGetErrorName") == 0 ||
             strcmp(name, "cuGetErrorString") == 0)
             continue;
@@ -420,9 +420,9 @@ static void inject_all(loom_cuda_sync_t want)
         for (int k = 0; k < 3; k++) {
             if (k && nth[k] == nth[k - 1])
                 continue;
-            fake_cuda_fail(name, nth[k], CUDA_ERROR_LAUNCH_FAILED);
+            cuda_model_fail(name, nth[k], CUDA_ERROR_LAUNCH_FAILED);
             int right = inject_run(cs, want, msg, sizeof msg, &hung);
-            fake_cuda_fail(name, 0, CUDA_SUCCESS);
+            cuda_model_fail(name, 0, CUDA_SUCCESS);
             tried++;
             ck_assert_msg(!hung, "%s #%u failed: the CUDA stream stayed blocked (%s)", name,
                           nth[k], msg);
@@ -464,12 +464,12 @@ static int rank_copy_fails(int rank, int n, void *arg)
     if (rig_open(&g, rank, n, LOOM_CUDA_SYNC_AUTO) < 0)
         return 10;
     size_t bytes = 4 * ORD_COUNT * sizeof(uint32_t);
-    void *buf = fake_cuda_malloc(bytes);
+    void *buf = cuda_model_malloc(bytes);
     if (rank == 0)
-        fake_cuda_fail_copy(3, CUDA_ERROR_ILLEGAL_ADDRESS);
+        cuda_model_fail_copy(3, CUDA_ERROR_ILLEGAL_ADDRESS);
     if (loom_allreduce(buf, buf, 4 * ORD_COUNT, LOOM_UINT32, LOOM_SUM, g.comm, g.ls))
         return 11;
-    int w = fake_cuda_stream_wait(g.cs, 20);
+    int w = cuda_model_stream_wait(g.cs, 20);
     if (w < 0 || (rank == 1 && w != 0))
         return 12; /* blocked, or rank 1's healthy stream has an error */
     loom_result_t res = loom_stream_synchronize(g.ls);
@@ -498,8 +498,8 @@ END_TEST
 
 START_TEST(events_when_memops_refused)
 {
-    fake_cuda.memops_refused = 1;
-    const struct loom_cuda_driver *d = fake_cuda_install();
+    cuda_model.memops_refused = 1;
+    const struct loom_cuda_driver *d = cuda_model_install();
     /* the default stream needs a current context */
     loom_stream_t ls;
     ck_assert_int_ne(loom_stream_create_cuda(NULL, &ls), LOOM_SUCCESS);
@@ -526,7 +526,7 @@ END_TEST
 static int rank_table_device(int rank, int n, void *arg)
 {
     const char *table = arg;
-    fake_cuda_install();
+    cuda_model_install();
     loom_comm_t c;
     if (loom_comm_init_ranktable(table, rank, &c) != LOOM_SUCCESS) {
         fprintf(stderr, "rank %d: %s\n", rank, loom_get_error_string(NULL));
@@ -572,7 +572,7 @@ END_TEST
 START_TEST(device_out_of_range_named)
 {
     setenv("LOOM_CUDA_DEVICE", "5", 1);
-    fake_cuda_install();
+    cuda_model_install();
     g_port = harness_free_port();
     loom_comm_t c = join(0, 1);
     int dev;

@@ -1,4 +1,4 @@
-/* fake_cuda.c - the fake CUDA driver of fake_cuda.h. */
+/* cuda_model.c - the fake CUDA driver of cuda_model.h. */
 #define _GNU_SOURCE 1
 #include <pthread.h>
 #include <stdio.h>
@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "devmem.h"
-#include "fake_cuda.h"
+#include "cuda_model.h"
 
-struct fake_cuda_knobs fake_cuda = {.ndevices = 2, .max_delay_us = 200};
+struct cuda_model_knobs cuda_model = {.ndevices = 2, .max_delay_us = 200};
 
 #define FK_MAX_DEVICES 8
 #define FK_MAX_REGS 64
@@ -69,7 +69,7 @@ enum fk_entry {
     E_WAIT32, E_MODULE_LOAD, E_MODULE_UNLOAD, E_MODULE_FUNCTION, E_LAUNCH, E_COUNT
 };
 
-const char *const fake_cuda_entry_names[E_COUNT] = {
+const char *const cuda_model_entry_names[E_COUNT] = {
     "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount",
     "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent",
     "cuCtxSetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetDevice",
@@ -78,7 +78,7 @@ const char *const fake_cuda_entry_names[E_COUNT] = {
     "cuMemHostUnregister", "cuMemHostGetDevicePointer", "cuPointerGetAttributes",
     "cuMemcpyAsync", "cuMemcpy2DAsync", "cuStreamWriteValue32", "cuStreamWaitValue32",
     "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel"};
-const int fake_cuda_nentries = E_COUNT;
+const int cuda_model_nentries = E_COUNT;
 
 static struct {
     pthread_mutex_t lock;
@@ -97,7 +97,7 @@ static struct {
     CUresult fail_err[E_COUNT];
     unsigned copy_nth;
     CUresult copy_err;
-    struct fake_cuda_stats stats;
+    struct cuda_model_stats stats;
     struct CUmod_st module;
     struct CUfunc_st wait_fn;
     unsigned seed;
@@ -155,14 +155,14 @@ static enum fk_mem classify(const void *p, size_t n)
     return M_PAGEABLE;
 }
 
-void *fake_cuda_view(const void *p)
+void *cuda_model_view(const void *p)
 {
     if (devmem_contains(&fk.dev, p))
         return devmem_view(&fk.dev, p);
     return (void *)p;
 }
 
-void *fake_cuda_malloc(size_t bytes)
+void *cuda_model_malloc(size_t bytes)
 {
     pthread_mutex_lock(&fk.lock);
     void *p = devmem_alloc(&fk.dev, bytes);
@@ -170,7 +170,7 @@ void *fake_cuda_malloc(size_t bytes)
     return p;
 }
 
-void *fake_cuda_malloc_managed(size_t bytes)
+void *cuda_model_malloc_managed(size_t bytes)
 {
     pthread_mutex_lock(&fk.lock);
     size_t off = (fk.managed_used + 255) & ~(size_t)255;
@@ -204,7 +204,7 @@ static int reg_del(void *p)
     return -1;
 }
 
-void *fake_cuda_malloc_pinned(size_t bytes)
+void *cuda_model_malloc_pinned(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
     pthread_mutex_lock(&fk.lock);
@@ -216,7 +216,7 @@ void *fake_cuda_malloc_pinned(size_t bytes)
     return p;
 }
 
-void fake_cuda_free_pinned(void *p)
+void cuda_model_free_pinned(void *p)
 {
     pthread_mutex_lock(&fk.lock);
     reg_del(p);
@@ -224,7 +224,7 @@ void fake_cuda_free_pinned(void *p)
     free(p);
 }
 
-void fake_cuda_reset_memory(void)
+void cuda_model_reset_memory(void)
 {
     pthread_mutex_lock(&fk.lock);
     devmem_reset(&fk.dev);
@@ -232,10 +232,10 @@ void fake_cuda_reset_memory(void)
     pthread_mutex_unlock(&fk.lock);
 }
 
-struct fake_cuda_stats fake_cuda_stats(void)
+struct cuda_model_stats cuda_model_stats(void)
 {
     pthread_mutex_lock(&fk.lock);
-    struct fake_cuda_stats s = fk.stats;
+    struct cuda_model_stats s = fk.stats;
     pthread_mutex_unlock(&fk.lock);
     return s;
 }
@@ -258,7 +258,7 @@ static int cmd_ready(struct fcmd *c)
 {
     switch (c->kind) {
     case F_WAIT:
-        if (fake_cuda.ignore_waits)
+        if (cuda_model.ignore_waits)
             break;
         if ((int32_t)(__atomic_load_n(c->word, __ATOMIC_ACQUIRE) - c->value) < 0)
             return 0;
@@ -294,8 +294,8 @@ static void cmd_run(struct fcmd *c)
             break;
         }
         for (size_t i = 0; i < c->rows; i++) {
-            char *d = fake_cuda_view(c->dst + i * c->dpitch);
-            const char *s = fake_cuda_view(c->src + i * c->spitch);
+            char *d = cuda_model_view(c->dst + i * c->dpitch);
+            const char *s = cuda_model_view(c->src + i * c->spitch);
             memcpy(d, s, c->width);
         }
         break;
@@ -470,14 +470,14 @@ static CUresult f_get_error_string(CUresult err, const char **str)
 static CUresult f_device_get_count(int *n)
 {
     ENTER(E_DEVICE_COUNT);
-    *n = fake_cuda.ndevices;
+    *n = cuda_model.ndevices;
     return CUDA_SUCCESS;
 }
 
 static CUresult f_device_get(CUdevice *dev, int ordinal)
 {
     ENTER(E_DEVICE_GET);
-    if (ordinal < 0 || ordinal >= fake_cuda.ndevices || ordinal >= FK_MAX_DEVICES)
+    if (ordinal < 0 || ordinal >= cuda_model.ndevices || ordinal >= FK_MAX_DEVICES)
         return CUDA_ERROR_INVALID_DEVICE;
     *dev = ordinal;
     return CUDA_SUCCESS;
@@ -486,7 +486,7 @@ static CUresult f_device_get(CUdevice *dev, int ordinal)
 static CUresult f_primary_retain(CUcontext *ctx, CUdevice dev)
 {
     ENTER(E_PRIMARY_RETAIN);
-    if (dev < 0 || dev >= fake_cuda.ndevices)
+    if (dev < 0 || dev >= cuda_model.ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
     *ctx = &fk.ctx[dev];
     return CUDA_SUCCESS;
@@ -578,7 +578,7 @@ static CUresult f_stream_destroy(CUstream s)
     return CUDA_SUCCESS;
 }
 
-int fake_cuda_stream_wait(CUstream hs, double timeout_s)
+int cuda_model_stream_wait(CUstream hs, double timeout_s)
 {
     struct CUstream_st *s = stream_of(hs);
     uint64_t until = now_ns() + (uint64_t)(timeout_s * 1e9);
@@ -605,7 +605,7 @@ int fake_cuda_stream_wait(CUstream hs, double timeout_s)
 static CUresult f_stream_sync(CUstream s)
 {
     ENTER(E_STREAM_SYNC);
-    int rc = fake_cuda_stream_wait(s, 60);
+    int rc = cuda_model_stream_wait(s, 60);
     if (rc < 0)
         return CUDA_ERROR_LAUNCH_TIMEOUT;
     return sticky();
@@ -730,7 +730,7 @@ static CUresult copy_cmd(char *dst, size_t dpitch, const char *src, size_t spitc
         fk.stats.bad_addresses++;
     if (md == M_PAGEABLE || ms == M_PAGEABLE)
         fk.stats.pageable_copies++;
-    unsigned delay = fake_cuda.max_delay_us ? (unsigned)rand_r(&fk.seed) % fake_cuda.max_delay_us
+    unsigned delay = cuda_model.max_delay_us ? (unsigned)rand_r(&fk.seed) % cuda_model.max_delay_us
                                             : 0;
     pthread_mutex_unlock(&fk.lock);
     if (md == M_BAD || ms == M_BAD)
@@ -761,11 +761,11 @@ static CUresult f_memcpy2d(const CUDA_MEMCPY2D *c, CUstream s)
 static CUresult f_write32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned int flags)
 {
     ENTER(E_WRITE32);
-    if (fake_cuda.memops_refused)
+    if (cuda_model.memops_refused)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (sticky())
         return sticky();
-    if (fake_cuda.write_at_enqueue) {
+    if (cuda_model.write_at_enqueue) {
         __atomic_store_n((uint32_t *)(uintptr_t)addr, v, __ATOMIC_RELEASE);
         return CUDA_SUCCESS;
     }
@@ -776,7 +776,7 @@ static CUresult f_write32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned i
 static CUresult f_wait32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned int flags)
 {
     ENTER(E_WAIT32);
-    if (fake_cuda.memops_refused)
+    if (cuda_model.memops_refused)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (sticky())
         return sticky();
@@ -826,7 +826,7 @@ static CUresult f_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, u
     return push_cmd(s, &c);
 }
 
-CUresult fake_cuda_launch(CUstream s, void (*fn)(void *), void *arg, unsigned delay_us)
+CUresult cuda_model_launch(CUstream s, void (*fn)(void *), void *arg, unsigned delay_us)
 {
     if (sticky())
         return sticky();
@@ -834,18 +834,18 @@ CUresult fake_cuda_launch(CUstream s, void (*fn)(void *), void *arg, unsigned de
     return push_cmd(s, &c);
 }
 
-void fake_cuda_fail(const char *name, unsigned nth, CUresult err)
+void cuda_model_fail(const char *name, unsigned nth, CUresult err)
 {
     pthread_mutex_lock(&fk.lock);
     for (int e = 0; e < E_COUNT; e++)
-        if (strcmp(name, fake_cuda_entry_names[e]) == 0) {
+        if (strcmp(name, cuda_model_entry_names[e]) == 0) {
             fk.fail_nth[e] = nth;
             fk.fail_err[e] = err;
         }
     pthread_mutex_unlock(&fk.lock);
 }
 
-void fake_cuda_fail_copy(unsigned nth, CUresult err)
+void cuda_model_fail_copy(unsigned nth, CUresult err)
 {
     pthread_mutex_lock(&fk.lock);
     fk.copy_nth = nth;
@@ -853,12 +853,12 @@ void fake_cuda_fail_copy(unsigned nth, CUresult err)
     pthread_mutex_unlock(&fk.lock);
 }
 
-unsigned fake_cuda_calls(const char *name)
+unsigned cuda_model_calls(const char *name)
 {
     unsigned n = 0;
     pthread_mutex_lock(&fk.lock);
     for (int e = 0; e < E_COUNT; e++)
-        if (strcmp(name, fake_cuda_entry_names[e]) == 0)
+        if (strcmp(name, cuda_model_entry_names[e]) == 0)
             n = fk.calls[e];
     pthread_mutex_unlock(&fk.lock);
     return n;
@@ -900,7 +900,7 @@ static const struct loom_cuda_driver fake_table = {
     .launch_kernel = f_launch,
 };
 
-const struct loom_cuda_driver *fake_cuda_install(void)
+const struct loom_cuda_driver *cuda_model_install(void)
 {
     loom_cuda_driver_use(&fake_table);
     return &fake_table;

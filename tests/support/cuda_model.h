@@ -1,4 +1,4 @@
-/* fake_cuda.h - a CUDA driver without a GPU, for the adapter's tests.
+/* cuda_model.h - a CUDA driver without a GPU, for the adapter's tests.
  *
  * It fills the adapter's driver table (cuda_driver.h) and runs what is
  * enqueued on its streams on one "GPU" thread, in stream order, streams
@@ -7,13 +7,13 @@
  * up to max_delay_us, so copies on different streams overlap), events,
  * the adapter's wait kernel, and "kernels" the test writes as C functions.
  * Device memory is devmem.h's arena: the CPU faults on a device address,
- * as it would on a GPU's; kernels and checks use fake_cuda_view(). Errors
+ * as it would on a GPU's; kernels and checks use cuda_model_view(). Errors
  * can be injected into any entry (the nth call returns an error) and into
  * the nth copy (a sticky error of the context, as an illegal address is).
  * Two switches break the ordering on purpose, so that a test can show it
  * notices when ordering is broken. Each process (rank) has its own fake. */
-#ifndef LOOM_FAKE_CUDA_H
-#define LOOM_FAKE_CUDA_H
+#ifndef LOOM_CUDA_MODEL_H
+#define LOOM_CUDA_MODEL_H
 
 #include <cuda.h>
 #include <stddef.h>
@@ -21,7 +21,7 @@
 
 #include "cuda_driver.h"
 
-struct fake_cuda_knobs {
+struct cuda_model_knobs {
     int ndevices;            /* devices the fake has (default 2)          */
     unsigned max_delay_us;   /* copies take 0..max_delay_us (default 200) */
     int memops_refused;      /* cuStreamWrite/WaitValue32: NOT_SUPPORTED  */
@@ -29,48 +29,48 @@ struct fake_cuda_knobs {
     int write_at_enqueue;    /* BROKEN: cuStreamWriteValue32 stores at the
                                 call instead of in stream order            */
 };
-/* Set before fake_cuda_install (or between tests in one process). */
-extern struct fake_cuda_knobs fake_cuda;
+/* Set before cuda_model_install (or between tests in one process). */
+extern struct cuda_model_knobs cuda_model;
 
 /* Give the adapter the fake (loom_cuda_driver_use) and return its table,
  * which a test also calls as an application calls the driver. */
-const struct loom_cuda_driver *fake_cuda_install(void);
+const struct loom_cuda_driver *cuda_model_install(void);
 
 /* Memory. Device and managed memory come from arenas that
- * fake_cuda_reset_memory empties; pinned memory is registered host memory
- * (fake_cuda_free_pinned). */
-void *fake_cuda_malloc(size_t bytes);
-void *fake_cuda_malloc_managed(size_t bytes);
-void *fake_cuda_malloc_pinned(size_t bytes);
-void fake_cuda_free_pinned(void *p);
-void fake_cuda_reset_memory(void);
+ * cuda_model_reset_memory empties; pinned memory is registered host memory
+ * (cuda_model_free_pinned). */
+void *cuda_model_malloc(size_t bytes);
+void *cuda_model_malloc_managed(size_t bytes);
+void *cuda_model_malloc_pinned(size_t bytes);
+void cuda_model_free_pinned(void *p);
+void cuda_model_reset_memory(void);
 /* The CPU's view of any of them (device memory: its alias). */
-void *fake_cuda_view(const void *p);
+void *cuda_model_view(const void *p);
 
 /* A kernel: fn(arg) runs on the GPU thread in stream order, delay_us after
- * the stream reaches it (it may use fake_cuda_view). */
-CUresult fake_cuda_launch(CUstream s, void (*fn)(void *), void *arg, unsigned delay_us);
+ * the stream reaches it (it may use cuda_model_view). */
+CUresult cuda_model_launch(CUstream s, void (*fn)(void *), void *arg, unsigned delay_us);
 
 /* Wait until s has run everything enqueued (0), or timeout_s passed (-1),
  * or the context has a sticky error (1). */
-int fake_cuda_stream_wait(CUstream s, double timeout_s);
+int cuda_model_stream_wait(CUstream s, double timeout_s);
 
 /* Error injection: the nth call (1-based, counted from now) of entry name
  * ("cuMemcpyAsync", ... as cuda.h names them) returns err; 0 clears. */
-void fake_cuda_fail(const char *name, unsigned nth, CUresult err);
+void cuda_model_fail(const char *name, unsigned nth, CUresult err);
 /* The nth copy run from now fails: the context's error becomes err. */
-void fake_cuda_fail_copy(unsigned nth, CUresult err);
+void cuda_model_fail_copy(unsigned nth, CUresult err);
 /* Calls of entry name so far; the names of every entry. */
-unsigned fake_cuda_calls(const char *name);
-extern const char *const fake_cuda_entry_names[];
-extern const int fake_cuda_nentries;
+unsigned cuda_model_calls(const char *name);
+extern const char *const cuda_model_entry_names[];
+extern const int cuda_model_nentries;
 
 /* What the fake saw that the adapter should not do. */
-struct fake_cuda_stats {
+struct cuda_model_stats {
     unsigned pageable_copies;  /* async copies to or from unpinned memory */
     unsigned bad_addresses;    /* copies outside any allocation           */
     unsigned host_registers;   /* cuMemHostRegister calls that succeeded  */
 };
-struct fake_cuda_stats fake_cuda_stats(void);
+struct cuda_model_stats cuda_model_stats(void);
 
 #endif
