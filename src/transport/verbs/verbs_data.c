@@ -29,7 +29,7 @@
 #include "loom.h"
 #include "log.h"
 #include "util.h"
-#include "transport/verbs_priv.h"
+#include "transport/verbs/verbs_priv.h"
 
 #define VX_RECV_BATCH 16
 

@@ -47,8 +47,8 @@
 #include "auth.h"
 #include "transport/common/link_notice.h"
 #include "transport/common/link_wire.h"
-#include "transport/ofi_api.h"
-#include "transport/regcache.h"
+#include "transport/ofi/ofi_api.h"
+#include "transport/common/regcache.h"
 #include "transport/transport.h"
 
 #define OX_PROTO_DATA 1ull

@@ -31,7 +31,7 @@
 #include "util.h"
 #include "bootstrap/oob.h"
 #include "net/net.h"
-#include "transport/ofi_priv.h"
+#include "transport/ofi/ofi_priv.h"
 
 #define OX_FI_VERSION FI_VERSION(1, 9)
 

@@ -28,7 +28,7 @@
 #include "log.h"
 #include "util.h"
 #include "bootstrap/oob.h"
-#include "transport/verbs_priv.h"
+#include "transport/verbs/verbs_priv.h"
 
 /* Defaults (verbs_priv.h). 64 CTS entries: 64 chunks in flight per
  * direction; 16 slots of 64 KiB each way (1 MiB per peer and direction):

@@ -12,12 +12,12 @@
 #include "net/net.h"
 #include "transport/common/link_notice.h"
 #include "transport/common/link_wire.h"
-#include "transport/regcache.h"
+#include "transport/common/regcache.h"
 #include "transport/transport.h"
-#include "transport/verbs_api.h"
-#include "transport/verbs_gid.h"
-#include "transport/verbs_proto.h"
-#include "transport/verbs_qp.h"
+#include "transport/verbs/verbs_api.h"
+#include "transport/verbs/verbs_gid.h"
+#include "transport/verbs/verbs_proto.h"
+#include "transport/verbs/verbs_qp.h"
 
 /* Sizes, per connected peer (both directions). Memory: the CTS ring and
  * the CTS entries to write from (8 KiB), bounce slots the peer writes

@@ -21,7 +21,7 @@
 #include "loom.h"
 #include "log.h"
 #include "util.h"
-#include "transport/ofi_priv.h"
+#include "transport/ofi/ofi_priv.h"
 
 #define OX_BOUNCE_SLOTS 64
 #define OX_BOUNCE_SIZE (16u * 1024)

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "dl.h"
-#include "transport/verbs_api.h"
+#include "transport/verbs/verbs_api.h"
 
 static const struct loom_ibv *installed;
 

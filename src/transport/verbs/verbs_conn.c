@@ -42,7 +42,7 @@
 #include "log.h"
 #include "util.h"
 #include "bootstrap/oob.h"
-#include "transport/verbs_priv.h"
+#include "transport/verbs/verbs_priv.h"
 
 #define VX_TAG_CONN (LOOM_OOB_TAG_VERBS + 0)
 #define VX_MAX_PENDING 256

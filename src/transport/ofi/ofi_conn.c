@@ -42,7 +42,7 @@
 #include "wire.h"
 #include "bootstrap/oob.h"
 #include "net/net.h"
-#include "transport/ofi_priv.h"
+#include "transport/ofi/ofi_priv.h"
 
 #define OX_TAG_CONN (LOOM_OOB_TAG_OFI + 0)
 #define OX_MAX_PENDING 256
