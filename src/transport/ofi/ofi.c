@@ -44,55 +44,6 @@ static const char *const ox_order[] = {
  * tests (LOOM_TEST_OFI_CHUNK=bytes makes small messages split). */
 #define OX_CHUNK_MAX (1ull << 30)
 
-const char *loom_ofi_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
-{
-    const char *d = NULL;
-    if (tx->params.describe)
-        d = tx->params.describe(tx->params.describe_ctx, rank);
-    if (d)
-        snprintf(buf, len, "%s", d);
-    else
-        snprintf(buf, len, "rank %d", rank);
-    return buf;
-}
-
-void loom_ofi_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag)
-{
-    struct ox_priv *vp = tx->priv;
-    struct epoll_event ev = {.events = events, .data.u64 = tag};
-    if (epoll_ctl(vp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
-        epoll_ctl(vp->epfd, EPOLL_CTL_MOD, fd, &ev);
-}
-
-void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
-{
-    struct ox_priv *vp = tx->priv;
-    struct ox_peer *p = &vp->peers[r];
-    if (p->failed)
-        return;
-    char d[200], what[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s%s%s", loom_ofi_describe(tx, r, d, sizeof d),
-             what[0] == ':' ? "" : " ", what);
-    LOOM_WARN(LOOM_SUB_NET, "ofi: rank %d: %s", tx->params.rank, tx->errmsg);
-    p->failed = res;
-    p->state = OX_FAILED;
-    free(p->failmsg);
-    p->failmsg = strdup(tx->errmsg);
-    free(p->held_why);
-    p->held_why = NULL;
-    p->held = 0;
-    p->held_link = 0;
-    loom_ofi_fail_reqs(tx, r, res);
-    loom_ofi_conn_close(tx, r);
-    vp->pending_err = res;
-    if (!tx->blame)
-        tx->blame = r + 1;
-}
-
 /* ---- provider choice ---- */
 
 static struct fi_info *hints_new(const char *prov)
@@ -395,7 +346,7 @@ static loom_result_t ox_init(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->epfd = vp->wakefd = vp->oobfd = vp->cq_fd = -1;
+    vp->link.epfd = vp->wakefd = vp->oobfd = vp->cq_fd = -1;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "ofi: rank %d of %d", pr->rank,
                          pr->nranks);
@@ -407,25 +358,23 @@ static loom_result_t ox_init(struct loom_tx *tx)
     if (choose(&prov, why, sizeof why) != 0)
         return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi is unavailable: %s", why);
     char kerr[256] = "";
-    loom_result_t res = loom_auth_key_from_config(&vp->key, kerr, sizeof kerr);
+    loom_result_t res = loom_auth_key_from_config(&vp->link.key, kerr, sizeof kerr);
     if (res < 0)
         return fail_init(tx, res, "ofi: %s", kerr);
+    vp->link.epfd = epoll_create1(EPOLL_CLOEXEC);
     vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
-    vp->live = calloc((size_t)pr->nranks, sizeof *vp->live);
-    if (!vp->peers || !vp->live)
+    if (!vp->peers || loom_link_init(tx, &loom_ofi_link_ops, vp->link.epfd, vp->peers,
+                                     sizeof *vp->peers) < 0)
         return fail_init(tx, LOOM_ERROR_NO_MEMORY, "ofi: out of memory");
-    for (int r = 0; r < pr->nranks; r++)
-        vp->peers[r].ctl_fd = -1;
-    vp->epfd = epoll_create1(EPOLL_CLOEXEC);
     vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (vp->epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
+    if (vp->link.epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
         return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: epoll/eventfd: %s", strerror(errno));
-    loom_ofi_epoll_add(tx, vp->wakefd, EPOLLIN, OX_EP_WAKE);
-    loom_ofi_epoll_add(tx, vp->oobfd, EPOLLIN, OX_EP_OOB);
+    loom_link_epoll_add(tx, vp->wakefd, EPOLLIN, OX_EP_WAKE);
+    loom_link_epoll_add(tx, vp->oobfd, EPOLLIN, OX_EP_OOB);
     LOOM_CHECK(open_endpoint(tx, prov));
     if (vp->cq_fd >= 0)
-        loom_ofi_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
+        loom_link_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
     loom_oob_set_notify(pr->oob, oob_notify, tx);
     snprintf(tx->info, sizeof tx->info, "ofi %s", vp->info->fabric_attr->prov_name);
     LOOM_INFO(LOOM_SUB_NET, "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
@@ -439,24 +388,6 @@ static loom_result_t ox_init(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
-static loom_result_t ox_connect(struct loom_tx *tx, int peer)
-{
-    struct ox_priv *vp = tx->priv;
-    if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: connect to rank %d of %d (own rank %d)",
-                 peer, tx->params.nranks, tx->params.rank);
-        return LOOM_ERROR_INVALID_ARGUMENT;
-    }
-    if (vp->peers[peer].failed) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "%s", vp->peers[peer].failmsg);
-        return vp->peers[peer].failed;
-    }
-    if (vp->shut) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: the transport was shut down");
-        return LOOM_ERROR_ABORTED;
-    }
-    return loom_ofi_conn_start(tx, peer);
-}
 
 static loom_result_t ox_isend(struct loom_tx *tx, struct loom_tx_req *req)
 {
@@ -473,25 +404,16 @@ static loom_result_t ox_irecv(struct loom_tx *tx, struct loom_tx_req *req)
 static void pass(struct loom_tx *tx, int *wait_ms)
 {
     struct ox_priv *vp = tx->priv;
-    loom_ofi_conn_poll_oob(tx);
-    loom_ofi_conn_take(tx);
+    loom_link_poll(tx);
     loom_ofi_poll_cq(tx);
     if (vp->eagain) {
         vp->eagain = 0;
-        for (int i = 0; i < vp->nlive; i++)
-            loom_ofi_kick(tx, vp->live[i]);
+        for (int i = 0; i < vp->link.nlive; i++)
+            loom_ofi_kick(tx, vp->link.live[i]);
     }
-    int ms = loom_ofi_conn_timeouts(tx);
+    int ms = loom_link_timeouts(tx);
     if (wait_ms)
         *wait_ms = ms;
-}
-
-static loom_result_t take_err(struct loom_tx *tx)
-{
-    struct ox_priv *vp = tx->priv;
-    loom_result_t res = vp->pending_err;
-    vp->pending_err = LOOM_SUCCESS;
-    return res;
 }
 
 static uint64_t finished(const struct ox_priv *vp)
@@ -506,7 +428,7 @@ static int events(struct loom_tx *tx, int ms, int *woken)
 {
     struct ox_priv *vp = tx->priv;
     struct epoll_event evs[32];
-    int k = epoll_wait(vp->epfd, evs, 32, ms);
+    int k = epoll_wait(vp->link.epfd, evs, 32, ms);
     if (k < 0 && errno != EINTR) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: epoll_wait: %s", strerror(errno));
         return -1;
@@ -521,10 +443,8 @@ static int events(struct loom_tx *tx, int ms, int *woken)
             *woken |= tag == OX_EP_WAKE;
         } else if (tag == OX_EP_CQ) {
             /* fi_cq_read in pass() */
-        } else if ((tag >> 32) == 1) {
-            loom_ofi_conn_pending_event(tx, (int)(uint32_t)tag);
-        } else if ((tag >> 32) == 2) {
-            loom_ofi_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
+        } else {
+            loom_link_event(tx, tag, evs[i].events);
         }
     }
     return k < 0 ? 0 : k;
@@ -536,9 +456,9 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
     uint64_t before = finished(vp);
     int deadline_ms;
     pass(tx, &deadline_ms);
-    if (vp->pending_err)
-        return take_err(tx);
-    if (finished(vp) != before || vp->shut)
+    if (vp->link.err)
+        return loom_link_take_err(tx);
+    if (finished(vp) != before || vp->link.shut)
         return LOOM_SUCCESS;
     if (timeout_us == 0) {
         /* a look at the control sockets too (a caller that only polls
@@ -547,7 +467,7 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
         int woken = 0;
         if (!(++vp->polls & 63) && events(tx, 0, &woken) > 0)
             pass(tx, NULL);
-        return vp->pending_err ? take_err(tx) : LOOM_SUCCESS;
+        return vp->link.err ? loom_link_take_err(tx) : LOOM_SUCCESS;
     }
     double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
     int busy = 0;
@@ -583,9 +503,9 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
         if (events(tx, ms, &woken) < 0)
             return LOOM_ERROR_SYSTEM;
         pass(tx, &deadline_ms);
-        if (vp->pending_err)
-            return take_err(tx);
-        if (woken || finished(vp) != before || vp->shut)
+        if (vp->link.err)
+            return loom_link_take_err(tx);
+        if (woken || finished(vp) != before || vp->link.shut)
             return LOOM_SUCCESS;
     }
 }
@@ -601,40 +521,7 @@ static void ox_wake(struct loom_tx *tx)
 
 static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
 {
-    struct ox_priv *vp = tx->priv;
-    if (!vp->peers || vp->shut)
-        return;
-    if (res >= 0)
-        res = LOOM_ERROR_ABORTED;
-    vp->shut = 1;
-    struct loom_link_notice n = {
-        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
-        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
-    struct loom_link_frame f;
-    loom_link_notice_encode(&n, &f);
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct ox_peer *p = &vp->peers[r];
-        if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)
-            continue;
-        /* a peer still in an earlier call keeps the sends this rank has
-         * received (their acknowledgement may not have reached it) */
-        loom_ofi_ctl_send(tx, r, LOOM_LINK_GOT, 0, p->recv_done, 0, 0);
-        loom_ofi_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
-        shutdown(p->ctl_fd, SHUT_WR);
-    }
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct ox_peer *p = &vp->peers[r];
-        if (r == tx->params.rank || p->failed)
-            continue;
-        loom_ofi_fail_reqs(tx, r, res);
-        p->failed = res;
-        p->state = OX_FAILED;
-        free(p->failmsg);
-        char d[256], msg[LOOM_TX_ERRLEN];
-        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut down (%s)",
-                 loom_ofi_describe(tx, r, d, sizeof d), loom_result_string(res));
-        p->failmsg = strdup(msg);
-    }
+    loom_link_shutdown(tx, res);
 }
 
 static void ox_finalize(struct loom_tx *tx)
@@ -642,33 +529,15 @@ static void ox_finalize(struct loom_tx *tx)
     struct ox_priv *vp = tx->priv;
     if (!vp)
         return;
-    if (vp->peers) {
-        for (int r = 0; r < tx->params.nranks; r++) {
-            struct ox_peer *p = &vp->peers[r];
-            if (r != tx->params.rank && !p->failed && p->ctl == OX_CS_UP)
-                loom_ofi_ctl_send(tx, r, LOOM_LINK_BYE, 0, p->recv_done, 0, 0);
-        }
-        for (int r = 0; r < tx->params.nranks; r++) {
-            if (r == tx->params.rank)
-                continue;
-            loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
-            loom_ofi_conn_close(tx, r);
-            free(vp->peers[r].failmsg);
-            free(vp->peers[r].held_why);
-        }
-        free(vp->peers);
-        vp->peers = NULL;
-    }
-    free(vp->live);
-    vp->live = NULL;
-    vp->nlive = 0;
+    loom_link_goodbye(tx);
+    if (vp->peers)
+        for (int r = 0; r < tx->params.nranks; r++)
+            if (r != tx->params.rank)
+                loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
     if (tx->params.oob)
         loom_oob_set_notify(tx->params.oob, NULL, NULL);
-    for (int i = 0; i < vp->npending; i++)
-        close(vp->pending[i].fd);
-    free(vp->pending);
-    vp->pending = NULL;
-    vp->npending = 0;
+    loom_link_free(tx);
+    vp->peers = NULL;
     /* the endpoint first: it may hold registrations and posted buffers */
     if (vp->ep)
         fi_close(&vp->ep->fid);
@@ -689,14 +558,14 @@ static void ox_finalize(struct loom_tx *tx)
     if (vp->info)
         loom_fi.freeinfo(vp->info);
     vp->info = NULL;
-    if (vp->epfd >= 0)
-        close(vp->epfd);
+    if (vp->link.epfd >= 0)
+        close(vp->link.epfd);
     if (vp->wakefd >= 0)
         close(vp->wakefd);
     if (vp->oobfd >= 0)
         close(vp->oobfd);
-    vp->epfd = vp->wakefd = vp->oobfd = -1;
-    loom_auth_key_clear(&vp->key);
+    vp->link.epfd = vp->wakefd = vp->oobfd = -1;
+    loom_auth_key_clear(&vp->link.key);
 }
 
 const struct loom_transport loom_ofi_transport = {
@@ -721,7 +590,7 @@ const struct loom_transport loom_ofi_transport = {
     .init = ox_init,
     /* Send the peer this rank's endpoint address through the out-of-band
      * service; never blocks; the rest in progress(). */
-    .connect = ox_connect,
+    .connect = loom_link_connect,
     /* Queue; post the chunks at once when the peer's link is up (a post the
      * provider refuses with -FI_EAGAIN is retried from progress). A peer
      * that failed fails the request at once (done=1) with its error. */
