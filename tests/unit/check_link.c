@@ -125,24 +125,20 @@ static struct loom_tx *tx_new(int rank, const char *key)
     struct fk_priv *fp = calloc(1, sizeof *fp);
     ck_assert_ptr_nonnull(fp);
     tx->priv = fp;
+    ck_assert_int_eq(loom_link_init(tx, &fk_ops, sizeof *fp->peers), 0);
+    fp->peers = fp->link.peers;
     if (key) {
         fp->link.key.set = 1;
         fp->link.key.len = strlen(key);
         memcpy(fp->link.key.bytes, key, fp->link.key.len);
     }
-    fp->peers = calloc(NRANKS, sizeof *fp->peers);
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
-    ck_assert_int_ge(epfd, 0);
-    ck_assert_int_eq(loom_link_init(tx, &fk_ops, epfd, fp->peers, sizeof *fp->peers), 0);
     return tx;
 }
 
 static void tx_free(struct loom_tx *tx)
 {
     struct fk_priv *fp = tx->priv;
-    int epfd = fp->link.epfd;
     loom_link_free(tx);
-    close(epfd);
     free(fp);
     free(tx);
 }
@@ -196,7 +192,7 @@ static int offer(const char *key, const uint8_t hello[LOOM_LINK_HELLO_LEN])
     int other;
     int fd = pending_add(tx, &other, loom_now() + 60);
     ck_assert_int_eq(write(other, hello, LOOM_LINK_HELLO_LEN), LOOM_LINK_HELLO_LEN);
-    ck_assert_int_eq(loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN), 1);
+    ck_assert_int_eq(loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN, NULL), 1);
     struct loom_link_peer *lp = loom_link_peer(tx, 1);
     int taken = lp->ctl_fd == fd;
     if (taken) {
@@ -282,7 +278,7 @@ START_TEST(test_hello_unstarted_refused)
     int other;
     int fd = pending_add(tx, &other, loom_now() + 60);
     ck_assert_int_eq(write(other, h, sizeof h), (ssize_t)sizeof h);
-    loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN);
+    loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN, NULL);
     ck_assert_int_eq(loom_link_peer(tx, 1)->ctl_fd, -1);
     ck_assert_int_eq(loom_link_of(tx)->npending, 0);
     close(other);
@@ -311,7 +307,7 @@ START_TEST(test_ack_checked)
                                     .w2 = loom_get_le64(mac + 16)};
         loom_link_frame_encode(&fk_ops.proto, &f, fb);
         ck_assert_int_eq(write(sv[1], fb, sizeof fb), (ssize_t)sizeof fb);
-        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
         if (good) {
             ck_assert_int_eq(lp->state, LOOM_LINK_S_UP);
             ck_assert_int_eq(lp->failed, 0);
@@ -365,7 +361,7 @@ static struct loom_tx *race(int arrived, struct loom_tx_req *req, int *other)
     fp->peers[2].rhead = req;
     fp->peers[2].arrived = arrived;
     send_notice(*other, 7, LOOM_ERROR_TIMEOUT);
-    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
     ck_assert_int_eq(fp->drains, 1);
     return tx;
 }
@@ -432,7 +428,7 @@ START_TEST(test_notice_later_call_not_held)
     struct loom_tx_req req = {.peer = 2, .tag = 9, .status = 1};
     fp->peers[2].rhead = &req;
     send_notice(other, 7, LOOM_ERROR_TIMEOUT);
-    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
     ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
     ck_assert_int_eq(req.status, LOOM_ERROR_REMOTE);
     close(other);
@@ -449,7 +445,7 @@ START_TEST(test_data_error_explained)
     loom_link_data_error(tx, 2, ": a send of 8 bytes failed");
     ck_assert_int_eq(fp->peers[2].lk.failed, 0);
     send_notice(other, 3, LOOM_ERROR_MISMATCH);
-    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
     ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
     ck_assert_ptr_nonnull(strstr(tx->errmsg, "call #3"));
     ck_assert_ptr_null(strstr(tx->errmsg, "a send of 8 bytes"));
@@ -517,7 +513,7 @@ START_TEST(test_eof_without_goodbye)
         struct fk_priv *fp = tx->priv;
         fp->peers[2].busy = busy;
         close(other);
-        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
         loom_link_timeouts(tx);
         ck_assert_int_eq(fp->peers[2].lk.failed, busy ? 0 : LOOM_ERROR_REMOTE);
         if (busy) {
@@ -544,7 +540,7 @@ START_TEST(test_goodbye_with_pending)
     loom_link_frame_encode(&fk_ops.proto, &f, fb);
     ck_assert_int_eq(write(other, fb, sizeof fb), (ssize_t)sizeof fb);
     close(other);
-    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
     ck_assert_int_eq(loom_link_timeouts(tx), 10);
     ck_assert_int_eq(fp->peers[2].lk.failed, 0);
     loom_link_peer(tx, 2)->bye_at -= LOOM_LINK_GRACE;
@@ -566,7 +562,7 @@ START_TEST(test_bad_frames)
         uint8_t fb[LOOM_LINK_FRAME_LEN];
         loom_link_frame_encode(&fk_ops.proto, &f, fb);
         ck_assert_int_eq(write(other, fb, sizeof fb), (ssize_t)sizeof fb);
-        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN);
+        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
         ck_assert_int_eq(loom_link_peer(tx, 2)->failed, LOOM_ERROR_PROTOCOL);
         ck_assert_ptr_nonnull(strstr(tx->errmsg, k ? "unexpected control frame 1"
                                                    : "a control frame of communicator"));

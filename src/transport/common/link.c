@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,23 +34,68 @@ static void ctl_mac(struct loom_link *l, char role, const uint8_t *hello, uint8_
                   mac);
 }
 
-loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops, int epfd,
-                             void *peers, size_t peer_size)
+/* The OOB service's thread: a message or a socket arrived. */
+static void oob_notify(void *ctx)
+{
+    struct loom_link *l = loom_link_of(ctx);
+    uint64_t one = 1;
+    if (l->oobfd >= 0 && write(l->oobfd, &one, sizeof one) < 0) {
+        /* the counter is full: a notice is pending anyway */
+    }
+}
+
+loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops,
+                             size_t peer_size)
 {
     struct loom_link *l = loom_link_of(tx);
     l->ops = ops;
-    l->epfd = epfd;
-    l->peers = peers;
+    l->epfd = l->wakefd = l->oobfd = -1;
+    char kerr[256] = "";
+    loom_result_t res = loom_auth_key_from_config(&l->key, kerr, sizeof kerr);
+    if (res < 0) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s: %s", ops->name, kerr);
+        return res;
+    }
+    l->peers = calloc((size_t)tx->params.nranks, peer_size);
+    l->live = calloc((size_t)tx->params.nranks, sizeof *l->live);
+    if (!l->peers || !l->live) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s: out of memory", ops->name);
+        return LOOM_ERROR_NO_MEMORY;
+    }
     l->peer_size = peer_size;
     for (int r = 0; r < tx->params.nranks; r++)
         loom_link_peer(tx, r)->ctl_fd = -1;
-    l->live = calloc((size_t)tx->params.nranks, sizeof *l->live);
-    return l->live ? LOOM_SUCCESS : LOOM_ERROR_NO_MEMORY;
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    l->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->epfd < 0 || l->wakefd < 0 || l->oobfd < 0) {
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s: epoll/eventfd: %s", ops->name,
+                 strerror(errno));
+        return LOOM_ERROR_SYSTEM;
+    }
+    loom_link_epoll_add(tx, l->wakefd, EPOLLIN, LOOM_LINK_EP_WAKE);
+    loom_link_epoll_add(tx, l->oobfd, EPOLLIN, LOOM_LINK_EP_OOB);
+    if (tx->params.oob)
+        loom_oob_set_notify(tx->params.oob, oob_notify, tx);
+    return LOOM_SUCCESS;
+}
+
+void loom_link_wake(struct loom_tx *tx)
+{
+    struct loom_link *l = loom_link_of(tx);
+    uint64_t one = 1;
+    if (l->wakefd >= 0 && write(l->wakefd, &one, sizeof one) < 0) {
+        /* the counter is full: a wake is pending anyway */
+    }
 }
 
 void loom_link_free(struct loom_tx *tx)
 {
     struct loom_link *l = loom_link_of(tx);
+    if (!l->ops)
+        return; /* init never ran */
+    if (tx->params.oob)
+        loom_oob_set_notify(tx->params.oob, NULL, NULL);
     if (l->peers) {
         for (int r = 0; r < tx->params.nranks; r++) {
             struct loom_link_peer *lp = loom_link_peer(tx, r);
@@ -68,6 +114,12 @@ void loom_link_free(struct loom_tx *tx)
     free(l->pending);
     l->pending = NULL;
     l->npending = 0;
+    int fds[3] = {l->epfd, l->wakefd, l->oobfd};
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    l->epfd = l->wakefd = l->oobfd = -1;
+    loom_auth_key_clear(&l->key);
 }
 
 const char *loom_link_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
@@ -633,8 +685,18 @@ static void ctl_event(struct loom_tx *tx, int r, uint32_t events)
     }
 }
 
-int loom_link_event(struct loom_tx *tx, uint64_t tag, uint32_t events)
+int loom_link_event(struct loom_tx *tx, uint64_t tag, uint32_t events, int *woken)
 {
+    struct loom_link *l = loom_link_of(tx);
+    if (tag == LOOM_LINK_EP_WAKE || tag == LOOM_LINK_EP_OOB) {
+        uint64_t v;
+        if (read(tag == LOOM_LINK_EP_WAKE ? l->wakefd : l->oobfd, &v, sizeof v) < 0) {
+            /* EAGAIN: nothing more to take */
+        }
+        if (woken && tag == LOOM_LINK_EP_WAKE)
+            *woken = 1;
+        return 1;
+    }
     if ((tag >> 32) == 1) {
         pending_event(tx, (int)(uint32_t)tag);
         return 1;

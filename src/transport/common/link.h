@@ -54,7 +54,9 @@
 #define LOOM_LINK_MAX_PENDING 256
 #define LOOM_LINK_BLOB_MAX 1024
 
-/* epoll tags of the link's sockets (a transport's own tags stay below) */
+/* epoll tags of the link's descriptors; a transport's own use 2 */
+#define LOOM_LINK_EP_WAKE 1ull
+#define LOOM_LINK_EP_OOB 3ull
 #define LOOM_LINK_EP_PENDING(fd) (0x100000000ull | (uint64_t)(uint32_t)(fd))
 #define LOOM_LINK_EP_PEER(r) (0x200000000ull | (uint64_t)(uint32_t)(r))
 
@@ -140,8 +142,9 @@ struct loom_link_ops {
 /* First member of a transport's instance state (tx->priv). */
 struct loom_link {
     const struct loom_link_ops *ops;
-    struct loom_auth_key key;
-    int epfd;
+    struct loom_auth_key key;    /* LOOM_JOB_KEY                              */
+    int epfd;                    /* the transport sleeps on it                */
+    int wakefd, oobfd;           /* wake(); the OOB service's notices         */
     void *peers;                 /* nranks entries of peer_size bytes        */
     size_t peer_size;
     int *live;                   /* peers whose link was started             */
@@ -164,11 +167,15 @@ static inline struct loom_link_peer *loom_link_peer(struct loom_tx *tx, int r)
     return (struct loom_link_peer *)(void *)((char *)l->peers + (size_t)r * l->peer_size);
 }
 
-/* Set up (peers: nranks zeroed entries of peer_size bytes, owned by the
- * link from now) and free. */
-loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops, int epfd,
-                             void *peers, size_t peer_size);
+/* Set up: the job key, nranks zeroed peers of peer_size bytes (link.peers),
+ * the epoll set with the wake and OOB eventfds, the OOB service's
+ * notices; else errmsg says why. Free undoes all of it (after an init that
+ * failed half way too). */
+loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops,
+                             size_t peer_size);
 void loom_link_free(struct loom_tx *tx);
+/* The vtable's wake: progress returns. */
+void loom_link_wake(struct loom_tx *tx);
 
 /* "the describe callback's words for rank", or "rank N" */
 const char *loom_link_describe(struct loom_tx *tx, int rank, char *buf, size_t len);
@@ -187,8 +194,8 @@ loom_result_t loom_link_take_err(struct loom_tx *tx);
 void loom_link_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
 /* Progress: blobs from the OOB service and sockets it handed over. */
 void loom_link_poll(struct loom_tx *tx);
-/* An epoll event; 1 when tag was the link's. */
-int loom_link_event(struct loom_tx *tx, uint64_t tag, uint32_t events);
+/* An epoll event; 1 when tag was the link's (*woken: it was wake()'s). */
+int loom_link_event(struct loom_tx *tx, uint64_t tag, uint32_t events, int *woken);
 /* Deadlines, held notices and goodbyes: the ms until the next check, or -1. */
 int loom_link_timeouts(struct loom_tx *tx);
 /* The data path failed a request to or from r (why: how, from ": "): what

@@ -331,22 +331,11 @@ void loom_ofi_tune_sockets(struct loom_tx *tx, int r)
                "(rank %d's first completion)", tx->params.rank, vp->sndbuf, n, r);
 }
 
-/* The OOB service's thread: a message or a socket arrived. */
-static void oob_notify(void *ctx)
-{
-    struct loom_tx *tx = ctx;
-    struct ox_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
-        /* the counter is full: a notice is pending anyway */
-    }
-}
-
 static loom_result_t ox_init(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->link.epfd = vp->wakefd = vp->oobfd = vp->cq_fd = -1;
+    vp->cq_fd = -1;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "ofi: rank %d of %d", pr->rank,
                          pr->nranks);
@@ -357,25 +346,13 @@ static loom_result_t ox_init(struct loom_tx *tx)
     char why[512];
     if (choose(&prov, why, sizeof why) != 0)
         return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi is unavailable: %s", why);
-    char kerr[256] = "";
-    loom_result_t res = loom_auth_key_from_config(&vp->link.key, kerr, sizeof kerr);
+    loom_result_t res = loom_link_init(tx, &loom_ofi_link_ops, sizeof *vp->peers);
     if (res < 0)
-        return fail_init(tx, res, "ofi: %s", kerr);
-    vp->link.epfd = epoll_create1(EPOLL_CLOEXEC);
-    vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
-    if (!vp->peers || loom_link_init(tx, &loom_ofi_link_ops, vp->link.epfd, vp->peers,
-                                     sizeof *vp->peers) < 0)
-        return fail_init(tx, LOOM_ERROR_NO_MEMORY, "ofi: out of memory");
-    vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (vp->link.epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: epoll/eventfd: %s", strerror(errno));
-    loom_link_epoll_add(tx, vp->wakefd, EPOLLIN, OX_EP_WAKE);
-    loom_link_epoll_add(tx, vp->oobfd, EPOLLIN, OX_EP_OOB);
+        return res;
+    vp->peers = vp->link.peers;
     LOOM_CHECK(open_endpoint(tx, prov));
     if (vp->cq_fd >= 0)
         loom_link_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
-    loom_oob_set_notify(pr->oob, oob_notify, tx);
     snprintf(tx->info, sizeof tx->info, "ofi %s", vp->info->fabric_attr->prov_name);
     LOOM_INFO(LOOM_SUB_NET, "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
               "messages up to %zu bytes per post; %s", pr->rank,
@@ -434,18 +411,8 @@ static int events(struct loom_tx *tx, int ms, int *woken)
         return -1;
     }
     for (int i = 0; i < k; i++) {
-        uint64_t tag = evs[i].data.u64, v;
-        if (tag == OX_EP_WAKE || tag == OX_EP_OOB) {
-            int fd = tag == OX_EP_WAKE ? vp->wakefd : vp->oobfd;
-            if (read(fd, &v, sizeof v) < 0) {
-                /* EAGAIN: nothing more to take */
-            }
-            *woken |= tag == OX_EP_WAKE;
-        } else if (tag == OX_EP_CQ) {
-            /* fi_cq_read in pass() */
-        } else {
-            loom_link_event(tx, tag, evs[i].events);
-        }
+        /* the completion queue's fd (OX_EP_CQ) is read in pass() */
+        loom_link_event(tx, evs[i].data.u64, evs[i].events, woken);
     }
     return k < 0 ? 0 : k;
 }
@@ -510,15 +477,6 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
     }
 }
 
-static void ox_wake(struct loom_tx *tx)
-{
-    struct ox_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->wakefd >= 0 && write(vp->wakefd, &one, sizeof one) < 0) {
-        /* the counter is full: a wake is pending anyway */
-    }
-}
-
 static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
 {
     loom_link_shutdown(tx, res);
@@ -534,8 +492,6 @@ static void ox_finalize(struct loom_tx *tx)
         for (int r = 0; r < tx->params.nranks; r++)
             if (r != tx->params.rank)
                 loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
-    if (tx->params.oob)
-        loom_oob_set_notify(tx->params.oob, NULL, NULL);
     loom_link_free(tx);
     vp->peers = NULL;
     /* the endpoint first: it may hold registrations and posted buffers */
@@ -558,14 +514,6 @@ static void ox_finalize(struct loom_tx *tx)
     if (vp->info)
         loom_fi.freeinfo(vp->info);
     vp->info = NULL;
-    if (vp->link.epfd >= 0)
-        close(vp->link.epfd);
-    if (vp->wakefd >= 0)
-        close(vp->wakefd);
-    if (vp->oobfd >= 0)
-        close(vp->oobfd);
-    vp->link.epfd = vp->wakefd = vp->oobfd = -1;
-    loom_auth_key_clear(&vp->link.key);
 }
 
 const struct loom_transport loom_ofi_transport = {
@@ -604,7 +552,7 @@ const struct loom_transport loom_ofi_transport = {
      * retransmit) and 1 ms without a wait fd or after -FI_EAGAIN. A failed
      * link fails its requests and is returned once, errmsg naming the peer. */
     .progress = ox_progress,
-    .wake = ox_wake,
+    .wake = loom_link_wake,
     /* Registration is internal (bounce slots and the registration cache,
      * only for providers with FI_MR_LOCAL): the core registers nothing. */
     .mem_reg = NULL,

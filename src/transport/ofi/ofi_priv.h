@@ -136,7 +136,6 @@ struct ox_priv {
     struct ox_op *ops_free;
     struct ox_op *inflight;      /* every posted op (list)                    */
     int eagain;                  /* a post was refused: retry from progress   */
-    int wakefd, oobfd;
     struct ox_peer *peers;       /* link.peers, typed                         */
     unsigned polls;              /* progress(0) calls                         */
     size_t sndbuf;               /* SO_SNDBUF for a tcp provider's sockets (0: none) */
@@ -149,9 +148,7 @@ struct ox_priv {
 /* A tcp-based provider's sockets to or from peer r get vp->sndbuf, once
  * (from its first completion: the provider connects on first use). */
 void loom_ofi_tune_sockets(struct loom_tx *tx, int r);
-#define OX_EP_WAKE 1ull
 #define OX_EP_CQ 2ull
-#define OX_EP_OOB 3ull
 
 /* ofi_conn.c: its blob (the endpoint address) and hooks */
 extern const struct loom_link_ops loom_ofi_link_ops;

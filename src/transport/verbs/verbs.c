@@ -204,24 +204,10 @@ static loom_result_t open_device(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
-/* The OOB service's thread: a message or a socket arrived. Wakes a
- * sleeping progress() to take it, without ending its wait the way wake()
- * does. */
-static void oob_notify(void *ctx)
-{
-    struct loom_tx *tx = ctx;
-    struct vx_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
-        /* the counter is full: a notice is pending anyway */
-    }
-}
-
 static loom_result_t init_steps(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->link.epfd = vp->wakefd = vp->oobfd = -1;
     vp->tune = loom_verbs_default_tuning;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: rank %d of %d", pr->rank,
@@ -233,26 +219,14 @@ static loom_result_t init_steps(struct loom_tx *tx)
     vp->ibv = loom_ibv_get(why, sizeof why);
     if (!vp->ibv)
         return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs is unavailable: %s", why);
-    char kerr[256] = "";
-    loom_result_t res = loom_auth_key_from_config(&vp->link.key, kerr, sizeof kerr);
+    loom_result_t res = loom_link_init(tx, &loom_verbs_link_ops, sizeof *vp->peers);
     if (res < 0)
-        return fail_init(tx, res, "verbs: %s", kerr);
+        return res;
+    vp->peers = vp->link.peers;
     if (getrandom(&vp->nonce, sizeof vp->nonce, 0) != (ssize_t)sizeof vp->nonce)
         vp->nonce = loom_now_ns() ^ (uint64_t)getpid() << 32;
-    vp->link.epfd = epoll_create1(EPOLL_CLOEXEC);
-    vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
-    if (!vp->peers || loom_link_init(tx, &loom_verbs_link_ops, vp->link.epfd, vp->peers,
-                                     sizeof *vp->peers) < 0)
-        return fail_init(tx, LOOM_ERROR_NO_MEMORY, "verbs: out of memory");
-    vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (vp->link.epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: epoll/eventfd: %s", strerror(errno));
-    loom_link_epoll_add(tx, vp->wakefd, EPOLLIN, VX_EP_WAKE);
-    loom_link_epoll_add(tx, vp->oobfd, EPOLLIN, VX_EP_OOB);
     LOOM_CHECK(open_device(tx));
     loom_link_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
-    loom_oob_set_notify(pr->oob, oob_notify, tx);
     char gs[64];
     loom_verbs_gid_format(vp->choice.gid, gs, sizeof gs);
     snprintf(tx->info, sizeof tx->info, "verbs %s:%d gid %d%s", vp->choice.dev,
@@ -352,14 +326,8 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
         }
         int woken = 0;
         for (int i = 0; i < k; i++) {
-            uint64_t tag = evs[i].data.u64, v;
-            if (tag == VX_EP_WAKE || tag == VX_EP_OOB) {
-                int fd = tag == VX_EP_WAKE ? vp->wakefd : vp->oobfd;
-                if (read(fd, &v, sizeof v) < 0) {
-                    /* EAGAIN: nothing more to take */
-                }
-                woken |= tag == VX_EP_WAKE;
-            } else if (tag == VX_EP_CHANNEL) {
+            uint64_t tag = evs[i].data.u64;
+            if (tag == VX_EP_CHANNEL) {
                 struct ibv_cq *cq;
                 void *ctx;
                 while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
@@ -367,7 +335,7 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
                     vp->cq_armed = 0;
                 }
             } else {
-                loom_link_event(tx, tag, evs[i].events);
+                loom_link_event(tx, tag, evs[i].events, &woken);
             }
         }
         pass(tx, &deadline_ms);
@@ -375,15 +343,6 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
             return loom_link_take_err(tx);
         if (woken || finished(vp) != before || vp->link.shut)
             return LOOM_SUCCESS;
-    }
-}
-
-static void vx_wake(struct loom_tx *tx)
-{
-    struct vx_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->wakefd >= 0 && write(vp->wakefd, &one, sizeof one) < 0) {
-        /* the counter is full: a wake is pending anyway */
     }
 }
 
@@ -441,8 +400,6 @@ static void vx_finalize(struct loom_tx *tx)
             loom_verbs_peer_mem_free(tx, r);
         }
     }
-    if (tx->params.oob)
-        loom_oob_set_notify(tx->params.oob, NULL, NULL);
     loom_link_free(tx);
     vp->peers = NULL;
     if (vp->rc)
@@ -460,14 +417,6 @@ static void vx_finalize(struct loom_tx *tx)
     vp->ch = NULL;
     vp->pd = NULL;
     vp->ctx = NULL;
-    if (vp->link.epfd >= 0)
-        close(vp->link.epfd);
-    if (vp->wakefd >= 0)
-        close(vp->wakefd);
-    if (vp->oobfd >= 0)
-        close(vp->oobfd);
-    vp->link.epfd = vp->wakefd = vp->oobfd = -1;
-    loom_auth_key_clear(&vp->link.key);
 }
 
 const struct loom_transport loom_verbs_transport = {
@@ -499,7 +448,7 @@ const struct loom_transport loom_verbs_transport = {
      * failed link fails its requests and is returned once, errmsg naming
      * the peer. */
     .progress = vx_progress,
-    .wake = vx_wake,
+    .wake = loom_link_wake,
     .mem_reg = vx_mem_reg,
     .mem_dereg = vx_mem_dereg,
     /* Tell live peers (control channel), stop every queue pair, fail every

@@ -118,7 +118,6 @@ struct vx_priv {
     int cq_armed;
     struct loom_regcache *rc;
     uint64_t nonce;
-    int wakefd, oobfd;           /* oobfd: the OOB service's notices          */
     struct vx_peer *peers;       /* link.peers, typed; own slot unused        */
     /* per-message counters for the report and tests */
     struct loom_verbs_counts {
@@ -128,9 +127,7 @@ struct vx_priv {
 };
 
 /* verbs.c */
-#define VX_EP_WAKE 1ull
 #define VX_EP_CHANNEL 2ull
-#define VX_EP_OOB 3ull
 
 /* verbs_conn.c: its blob (the queue pair) and hooks */
 extern const struct loom_link_ops loom_verbs_link_ops;
