@@ -351,13 +351,13 @@ static void send_notice(int fd, uint64_t seq, loom_result_t code)
     ck_assert_int_eq(write(fd, fb, sizeof fb), (ssize_t)sizeof fb);
 }
 
-/* The notice for call 7 comes while the receive of call 6 (its data on
- * another path) is pending. */
-static struct loom_tx *race(int arrived, struct loom_tx_req *req, int *other)
+/* The notice for call 7 comes while the receive of call `tag` (its data
+ * on another path) is pending. */
+static struct loom_tx *race(int arrived, uint32_t tag, struct loom_tx_req *req, int *other)
 {
     struct loom_tx *tx = up_pair(other);
     struct fk_priv *fp = tx->priv;
-    *req = (struct loom_tx_req){.peer = 2, .tag = 6, .status = 1};
+    *req = (struct loom_tx_req){.peer = 2, .tag = tag, .status = 1};
     fp->peers[2].rhead = req;
     fp->peers[2].arrived = arrived;
     send_notice(*other, 7, LOOM_ERROR_TIMEOUT);
@@ -366,19 +366,26 @@ static struct loom_tx *race(int arrived, struct loom_tx_req *req, int *other)
     return tx;
 }
 
+/* The peer failed, with req's status. */
+static void race_end(struct loom_tx *tx, int other, const struct loom_tx_req *req,
+                     loom_result_t status)
+{
+    struct fk_priv *fp = tx->priv;
+    ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
+    ck_assert_int_eq(req->status, status);
+    close(other);
+    tx_free(tx);
+}
+
 /* Its data has arrived: drained first, then the peer fails. */
 START_TEST(test_notice_drains_first)
 {
     struct loom_tx_req req;
     int other;
-    struct loom_tx *tx = race(1, &req, &other);
-    struct fk_priv *fp = tx->priv;
-    ck_assert_int_eq(req.status, LOOM_SUCCESS);
-    ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
-    ck_assert_int_eq(fp->peers[2].lost, 1);
+    struct loom_tx *tx = race(1, 6, &req, &other);
+    ck_assert_int_eq(((struct fk_priv *)tx->priv)->peers[2].lost, 1);
     ck_assert_ptr_nonnull(strstr(tx->errmsg, "call #7"));
-    close(other);
-    tx_free(tx);
+    race_end(tx, other, &req, LOOM_SUCCESS);
 }
 END_TEST
 
@@ -387,7 +394,7 @@ START_TEST(test_notice_waits_for_data)
 {
     struct loom_tx_req req;
     int other;
-    struct loom_tx *tx = race(0, &req, &other);
+    struct loom_tx *tx = race(0, 6, &req, &other);
     struct fk_priv *fp = tx->priv;
     ck_assert_int_eq(fp->peers[2].lk.failed, 0);
     ck_assert_int_eq(loom_link_timeouts(tx), 10);
@@ -396,10 +403,7 @@ START_TEST(test_notice_waits_for_data)
     req.status = LOOM_SUCCESS;
     fp->peers[2].rhead = NULL;
     loom_link_timeouts(tx);
-    ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
-    ck_assert_int_eq(req.status, LOOM_SUCCESS);
-    close(other);
-    tx_free(tx);
+    race_end(tx, other, &req, LOOM_SUCCESS);
 }
 END_TEST
 
@@ -408,31 +412,20 @@ START_TEST(test_notice_grace_ends)
 {
     struct loom_tx_req req;
     int other;
-    struct loom_tx *tx = race(0, &req, &other);
-    struct fk_priv *fp = tx->priv;
+    struct loom_tx *tx = race(0, 6, &req, &other);
     loom_link_peer(tx, 2)->held_at -= LOOM_LINK_GRACE; /* the grace has passed */
     loom_link_timeouts(tx);
-    ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
-    ck_assert_int_eq(req.status, LOOM_ERROR_REMOTE);
-    close(other);
-    tx_free(tx);
+    race_end(tx, other, &req, LOOM_ERROR_REMOTE);
 }
 END_TEST
 
 /* A later call's request does not hold a notice. */
 START_TEST(test_notice_later_call_not_held)
 {
+    struct loom_tx_req req;
     int other;
-    struct loom_tx *tx = up_pair(&other);
-    struct fk_priv *fp = tx->priv;
-    struct loom_tx_req req = {.peer = 2, .tag = 9, .status = 1};
-    fp->peers[2].rhead = &req;
-    send_notice(other, 7, LOOM_ERROR_TIMEOUT);
-    loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
-    ck_assert_int_eq(fp->peers[2].lk.failed, LOOM_ERROR_REMOTE);
-    ck_assert_int_eq(req.status, LOOM_ERROR_REMOTE);
-    close(other);
-    tx_free(tx);
+    struct loom_tx *tx = race(0, 9, &req, &other);
+    race_end(tx, other, &req, LOOM_ERROR_REMOTE);
 }
 END_TEST
 

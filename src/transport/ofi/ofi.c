@@ -1,9 +1,9 @@
 /* ofi.c - the libfabric transport: one reliable-datagram endpoint,
  * completion queue and address vector per instance, tagged messages with
  * directed receives (ofi_priv.h), connections on first use through the
- * out-of-band service and a TCP control channel per peer (ofi_conn.c), the
- * data path (ofi_data.c). This file: the vtable, provider choice and
- * set-up, progress, shutdown.
+ * out-of-band service and a TCP control channel per peer (common/link.c;
+ * the blob and hooks in ofi_conn.c), the data path (ofi_data.c). This
+ * file: the vtable, provider choice and set-up, progress.
  *
  * Provider choice: LOOM_OFI_PROVIDER names one ("tcp;ofi_rxm", "shm",
  * "udp;ofi_rxd", "verbs;ofi_rxm", "efa", ...); else the first available of
@@ -287,9 +287,9 @@ static int same_sockaddr(const struct sockaddr_storage *a, const void *mine)
 }
 
 /* libfabric 1.17's tcp provider leaves its sockets' send buffers to the
- * kernel's autotuning and has no setting for them; on the VM measured here
- * that costs 1.3-1.7x per large message against a fixed buffer (docs/ofi.md,
- * "How it works"). Its sockets are this
+ * kernel's autotuning and has no setting for them, which is slower for
+ * large messages than a fixed buffer (docs/ofi.md, "How it works"). Its
+ * sockets are this
  * process's file descriptors, so once the provider has connected to peer r
  * (its first completion), they get LOOM_SOCKET_SNDBUF, as Loom's own tcp
  * sockets do: those connected to r's endpoint address, and those accepted
@@ -477,11 +477,6 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
     }
 }
 
-static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
-{
-    loom_link_shutdown(tx, res);
-}
-
 static void ox_finalize(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
@@ -559,7 +554,7 @@ const struct loom_transport loom_ofi_transport = {
     .mem_dereg = NULL,
     /* Tell live peers (control channel), cancel posted receives, fail
      * every pending request with res. */
-    .shutdown = ox_shutdown,
+    .shutdown = loom_link_shutdown,
     /* Say goodbye on the control channels and free everything. */
     .finalize = ox_finalize,
 };

@@ -1,8 +1,9 @@
 /* verbs.c - the native libibverbs transport: RC queue pairs, clear-to-send
  * credits, RDMA write with immediate (verbs_proto.h), connections on first
  * use through the out-of-band service and a TCP control channel per peer
- * (verbs_conn.c), the data path (verbs_data.c). This file: the vtable,
- * device choice and set-up, progress, shutdown.
+ * (common/link.c; the queue pair in verbs_conn.c), the data path
+ * (verbs_data.c). This file: the vtable, device choice and set-up,
+ * progress.
  *
  * libibverbs is reached only through the table of verbs_api.h (loaded with
  * dlopen at first use); tests put a software model of verbs behind it. */
@@ -378,11 +379,6 @@ static loom_result_t vx_mem_dereg(struct loom_tx *tx, void *mr)
     return LOOM_SUCCESS;
 }
 
-static void vx_shutdown(struct loom_tx *tx, loom_result_t res)
-{
-    loom_link_shutdown(tx, res);
-}
-
 static void vx_finalize(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
@@ -453,7 +449,7 @@ const struct loom_transport loom_verbs_transport = {
     .mem_dereg = vx_mem_dereg,
     /* Tell live peers (control channel), stop every queue pair, fail every
      * pending request with res. */
-    .shutdown = vx_shutdown,
+    .shutdown = loom_link_shutdown,
     /* Say goodbye on the control channels and free everything. */
     .finalize = vx_finalize,
 };
