@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "net/net.h"
-#include "transport/tcp_check.h"
-#include "transport/tcp_frame.h"
+#include "transport/tcp/tcp_check.h"
+#include "transport/tcp/tcp_frame.h"
 
 static void fail_if(int cond)
 {

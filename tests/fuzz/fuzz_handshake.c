@@ -16,7 +16,7 @@
 #include "auth.h"
 #include "bootstrap/boot_wire.h"
 #include "net/net.h"
-#include "transport/tcp_frame.h"
+#include "transport/tcp/tcp_frame.h"
 
 static void fail_if(int cond)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "net/net.h"
-#include "transport/verbs_proto.h"
+#include "transport/verbs/verbs_proto.h"
 
 static void fail_if(int cond)
 {

@@ -17,8 +17,8 @@ tests_fuzz_fuzz_ranktable_LDADD = $(CJSON_LIBS) -lm
 # Wire decoders: the tcp frame header and its receive-path check ...
 noinst_PROGRAMS += tests/fuzz/fuzz_frame
 tests_fuzz_fuzz_frame_SOURCES = tests/fuzz/fuzz_frame.c \
-	src/transport/tcp_frame.c \
-	src/transport/tcp_check.c \
+	src/transport/tcp/tcp_frame.c \
+	src/transport/tcp/tcp_check.c \
 	src/base/auth.c \
 	src/base/result.c \
 	src/base/config.c \
@@ -32,7 +32,7 @@ tests_fuzz_fuzz_frame_LDADD = $(CRYPTO_LIBS) -lm
 noinst_PROGRAMS += tests/fuzz/fuzz_handshake
 tests_fuzz_fuzz_handshake_SOURCES = tests/fuzz/fuzz_handshake.c \
 	src/bootstrap/boot_wire.c \
-	src/transport/tcp_frame.c \
+	src/transport/tcp/tcp_frame.c \
 	src/base/auth.c \
 	src/base/result.c \
 	src/base/config.c \

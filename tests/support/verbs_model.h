@@ -2,7 +2,7 @@
  * transport uses, for tests only (never linked into libloom).
  *
  * It fills the same table the transport reaches libibverbs through
- * (src/transport/verbs_api.h), so the transport runs unchanged over it:
+ * (src/transport/verbs/verbs_api.h), so the transport runs unchanged over it:
  * devices with ports and GID tables (and a matching sysfs tree), protection
  * domains, memory regions with lkey/rkey and access and bounds checks,
  * completion queues and channels, and RC queue pairs with the state
@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#include "transport/verbs_api.h"
+#include "transport/verbs/verbs_api.h"
 
 #define VMODEL_MAX_DEVS 4
 #define VMODEL_MAX_PORTS 2

@@ -55,7 +55,7 @@ int main(void)
 #include "config.h"
 #include "bootstrap/oob.h"
 #include "transport/transport.h"
-#include "transport/ofi_priv.h"
+#include "transport/ofi/ofi_priv.h"
 #include "mp_util.h"
 
 #define ERRSLOT 1024

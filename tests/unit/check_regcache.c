@@ -1,4 +1,4 @@
-/* check_regcache.c - the registration cache (src/transport/regcache.c) with
+/* check_regcache.c - the registration cache (src/transport/common/regcache.c) with
  * a fake registrar that records every registration: hits and misses,
  * page rounding, LRU bounds by entries and bytes, entries in use never
  * evicted, overlapping ranges, and the memory monitor: munmap + mmap
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "loom.h"
-#include "transport/regcache.h"
+#include "transport/common/regcache.h"
 
 /* ---- the fake registrar --------------------------------------------------- */
 

@@ -1,11 +1,34 @@
 # src/transport/common: what every transport that keeps its own peers
-# (ofi, verbs) shares: the control channel's wire format and its failure
-# notices.
+# (ofi, verbs) shares: the link layer (connections, the control channel,
+# its wire format and failure notices) and the registration cache.
 libloom_core_la_SOURCES += \
 	src/transport/common/link_wire.h \
 	src/transport/common/link_wire.c \
 	src/transport/common/link_notice.h \
-	src/transport/common/link_notice.c
+	src/transport/common/link_notice.c \
+	src/transport/common/link.h \
+	src/transport/common/link.c
+
+# The link layer under a fake transport whose peers are socket pairs.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_link
+TESTS += tests/unit/check_link
+tests_unit_check_link_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_link_LDADD = $(TEST_LIBS)
+endif
+
+# The registration cache: built always (it needs no libfabric or
+# libibverbs), so either transport can use it.
+libloom_core_la_SOURCES += \
+	src/transport/common/regcache.h \
+	src/transport/common/regcache.c
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_regcache
+TESTS += tests/unit/check_regcache
+tests_unit_check_regcache_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_regcache_LDADD = $(TEST_LIBS)
+endif
 
 # libFuzzer target over its decoders (configure --enable-fuzzing CC=clang).
 if ENABLE_FUZZING

@@ -22,12 +22,12 @@
 #include <string.h>
 
 #include "dl.h"
-#include "transport/verbs_api.h"
+#include "transport/verbs/verbs_api.h"
 
 static const struct loom_ibv *installed;
 
 /* Test programs that link the software model of verbs
- * (tests/unit/verbs_model.c) define this; run with LOOM_TEST_VERBS_MODEL=1
+ * (tests/support/verbs_model.c) define this; run with LOOM_TEST_VERBS_MODEL=1
  * they get the model instead of libibverbs. libloom itself has no
  * definition: the weak reference stays NULL and the variable is refused. */
 extern const struct loom_ibv *loom_verbs_test_model(char *why, size_t len)

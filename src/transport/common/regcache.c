@@ -41,7 +41,7 @@
 #endif
 
 #include "log.h"
-#include "transport/regcache.h"
+#include "transport/common/regcache.h"
 
 struct rc_entry {
     struct rc_entry *prev, *next; /* the cache's LRU list, most recent first */

@@ -1,8 +1,9 @@
 /* verbs.c - the native libibverbs transport: RC queue pairs, clear-to-send
  * credits, RDMA write with immediate (verbs_proto.h), connections on first
  * use through the out-of-band service and a TCP control channel per peer
- * (verbs_conn.c), the data path (verbs_data.c). This file: the vtable,
- * device choice and set-up, progress, shutdown.
+ * (common/link.c; the queue pair in verbs_conn.c), the data path
+ * (verbs_data.c). This file: the vtable, device choice and set-up,
+ * progress.
  *
  * libibverbs is reached only through the table of verbs_api.h (loaded with
  * dlopen at first use); tests put a software model of verbs behind it. */
@@ -28,7 +29,7 @@
 #include "log.h"
 #include "util.h"
 #include "bootstrap/oob.h"
-#include "transport/verbs_priv.h"
+#include "transport/verbs/verbs_priv.h"
 
 /* Defaults (verbs_priv.h). 64 CTS entries: 64 chunks in flight per
  * direction; 16 slots of 64 KiB each way (1 MiB per peer and direction):
@@ -47,57 +48,6 @@ struct loom_verbs_tuning loom_verbs_default_tuning = {
 
 #define VX_RC_ENTRIES 256
 #define VX_RC_BYTES (4ull << 30)
-
-const char *loom_verbs_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
-{
-    const char *d = NULL;
-    if (tx->params.describe)
-        d = tx->params.describe(tx->params.describe_ctx, rank);
-    if (d)
-        snprintf(buf, len, "%s", d);
-    else
-        snprintf(buf, len, "rank %d", rank);
-    return buf;
-}
-
-void loom_verbs_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag)
-{
-    struct vx_priv *vp = tx->priv;
-    struct epoll_event ev = {.events = events, .data.u64 = tag};
-    if (epoll_ctl(vp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
-        epoll_ctl(vp->epfd, EPOLL_CTL_MOD, fd, &ev);
-}
-
-void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
-{
-    struct vx_priv *vp = tx->priv;
-    struct vx_peer *p = &vp->peers[r];
-    if (p->failed)
-        return;
-    char d[200], what[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    /* "rank 3 (...) closed ...", or "rank 3 (...): the RDMA write ..." */
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s%s%s", loom_verbs_describe(tx, r, d, sizeof d),
-             what[0] == ':' ? "" : " ", what);
-    LOOM_WARN(LOOM_SUB_NET, "verbs: rank %d: %s", tx->params.rank, tx->errmsg);
-    p->failed = res;
-    p->state = VX_FAILED;
-    free(p->failmsg);
-    p->failmsg = strdup(tx->errmsg);
-    /* stop the queue pair first: nothing more of the peer's lands in
-     * buffers this rank is about to hand back (writes to a queue pair in
-     * the error state are dropped), and what was posted is flushed */
-    if (p->qp)
-        loom_verbs_qp_to_err(vp->ibv, p->qp);
-    loom_verbs_fail_reqs(tx, r, res);
-    loom_verbs_conn_close(tx, r);
-    vp->pending_err = res;
-    if (!tx->blame)
-        tx->blame = r + 1;
-}
 
 /* The interface that holds addr (for IPoIB, whose addresses are not in the
  * GID tables), or "" . */
@@ -255,24 +205,10 @@ static loom_result_t open_device(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
-/* The OOB service's thread: a message or a socket arrived. Wakes a
- * sleeping progress() to take it, without ending its wait the way wake()
- * does. */
-static void oob_notify(void *ctx)
-{
-    struct loom_tx *tx = ctx;
-    struct vx_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
-        /* the counter is full: a notice is pending anyway */
-    }
-}
-
 static loom_result_t init_steps(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->epfd = vp->wakefd = vp->oobfd = -1;
     vp->tune = loom_verbs_default_tuning;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: rank %d of %d", pr->rank,
@@ -284,28 +220,14 @@ static loom_result_t init_steps(struct loom_tx *tx)
     vp->ibv = loom_ibv_get(why, sizeof why);
     if (!vp->ibv)
         return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs is unavailable: %s", why);
-    char kerr[256] = "";
-    loom_result_t res = loom_auth_key_from_config(&vp->key, kerr, sizeof kerr);
+    loom_result_t res = loom_link_init(tx, &loom_verbs_link_ops, sizeof *vp->peers);
     if (res < 0)
-        return fail_init(tx, res, "verbs: %s", kerr);
-    vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
-    vp->live = calloc((size_t)pr->nranks, sizeof *vp->live);
-    if (!vp->peers || !vp->live)
-        return fail_init(tx, LOOM_ERROR_NO_MEMORY, "verbs: out of memory");
-    for (int r = 0; r < pr->nranks; r++)
-        vp->peers[r].ctl_fd = -1;
+        return res;
+    vp->peers = vp->link.peers;
     if (getrandom(&vp->nonce, sizeof vp->nonce, 0) != (ssize_t)sizeof vp->nonce)
         vp->nonce = loom_now_ns() ^ (uint64_t)getpid() << 32;
-    vp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (vp->epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: epoll/eventfd: %s", strerror(errno));
-    loom_verbs_epoll_add(tx, vp->wakefd, EPOLLIN, VX_EP_WAKE);
-    loom_verbs_epoll_add(tx, vp->oobfd, EPOLLIN, VX_EP_OOB);
     LOOM_CHECK(open_device(tx));
-    loom_verbs_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
-    loom_oob_set_notify(pr->oob, oob_notify, tx);
+    loom_link_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
     char gs[64];
     loom_verbs_gid_format(vp->choice.gid, gs, sizeof gs);
     snprintf(tx->info, sizeof tx->info, "verbs %s:%d gid %d%s", vp->choice.dev,
@@ -328,20 +250,6 @@ static loom_result_t vx_init(struct loom_tx *tx)
     return init_steps(tx);
 }
 
-static loom_result_t vx_connect(struct loom_tx *tx, int peer)
-{
-    struct vx_priv *vp = tx->priv;
-    if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: connect to rank %d of %d (own rank %d)",
-                 peer, tx->params.nranks, tx->params.rank);
-        return LOOM_ERROR_INVALID_ARGUMENT;
-    }
-    if (vp->peers[peer].failed) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "%s", vp->peers[peer].failmsg);
-        return vp->peers[peer].failed;
-    }
-    return loom_verbs_conn_start(tx, peer);
-}
 
 static loom_result_t vx_isend(struct loom_tx *tx, struct loom_tx_req *req)
 {
@@ -353,39 +261,16 @@ static loom_result_t vx_irecv(struct loom_tx *tx, struct loom_tx_req *req)
     return loom_verbs_post(tx, req, 0);
 }
 
-/* Peers that said goodbye while this rank still waits for them: judged
- * once the completion queue is drained (what they wrote before leaving
- * lands first), after a grace (loom_verbs_conn_timeouts). */
-static void check_byes(struct loom_tx *tx)
-{
-    struct vx_priv *vp = tx->priv;
-    for (int i = 0; i < vp->nlive; i++) {
-        struct vx_peer *p = &vp->peers[vp->live[i]];
-        if (p->bye && !p->failed && (p->rhead || p->shead) && p->bye_at == 0)
-            p->bye_at = loom_now();
-    }
-}
-
 /* One non-blocking look at everything; *wait_ms gets how long a sleep may
  * last before a deadline needs looking at (-1: none). */
 static int pass(struct loom_tx *tx, int *wait_ms)
 {
-    loom_verbs_conn_poll_oob(tx);
-    loom_verbs_conn_take(tx);
+    loom_link_poll(tx);
     int n = loom_verbs_poll_cq(tx);
-    check_byes(tx);
-    int ms = loom_verbs_conn_timeouts(tx);
+    int ms = loom_link_timeouts(tx);
     if (wait_ms)
         *wait_ms = ms;
     return n;
-}
-
-static loom_result_t take_err(struct loom_tx *tx)
-{
-    struct vx_priv *vp = tx->priv;
-    loom_result_t res = vp->pending_err;
-    vp->pending_err = LOOM_SUCCESS;
-    return res;
 }
 
 /* Requests finished so far: progress() that may wait returns once this
@@ -402,9 +287,9 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
     uint64_t before = finished(vp);
     int deadline_ms;
     pass(tx, &deadline_ms);
-    if (vp->pending_err)
-        return take_err(tx);
-    if (finished(vp) != before || timeout_us == 0 || vp->shut)
+    if (vp->link.err)
+        return loom_link_take_err(tx);
+    if (finished(vp) != before || timeout_us == 0 || vp->link.shut)
         return LOOM_SUCCESS;
     double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
     for (;;) {
@@ -420,8 +305,8 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
             }
             vp->cq_armed = 1;
             loom_verbs_poll_cq(tx);
-            if (vp->pending_err)
-                return take_err(tx);
+            if (vp->link.err)
+                return loom_link_take_err(tx);
             if (finished(vp) != before)
                 return LOOM_SUCCESS;
         }
@@ -435,47 +320,30 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
         if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
             ms = deadline_ms;
         struct epoll_event evs[32];
-        int k = epoll_wait(vp->epfd, evs, 32, ms);
+        int k = epoll_wait(vp->link.epfd, evs, 32, ms);
         if (k < 0 && errno != EINTR) {
             snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: epoll_wait: %s", strerror(errno));
             return LOOM_ERROR_SYSTEM;
         }
         int woken = 0;
         for (int i = 0; i < k; i++) {
-            uint64_t tag = evs[i].data.u64, v;
-            if (tag == VX_EP_WAKE || tag == VX_EP_OOB) {
-                int fd = tag == VX_EP_WAKE ? vp->wakefd : vp->oobfd;
-                if (read(fd, &v, sizeof v) < 0) {
-                    /* EAGAIN: nothing more to take */
-                }
-                woken |= tag == VX_EP_WAKE;
-            } else if (tag == VX_EP_CHANNEL) {
+            uint64_t tag = evs[i].data.u64;
+            if (tag == VX_EP_CHANNEL) {
                 struct ibv_cq *cq;
                 void *ctx;
                 while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
                     vp->ibv->ack_cq_events(cq, 1);
                     vp->cq_armed = 0;
                 }
-            } else if ((tag >> 32) == 1) {
-                loom_verbs_conn_pending_event(tx, (int)(uint32_t)tag);
-            } else if ((tag >> 32) == 2) {
-                loom_verbs_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
+            } else {
+                loom_link_event(tx, tag, evs[i].events, &woken);
             }
         }
         pass(tx, &deadline_ms);
-        if (vp->pending_err)
-            return take_err(tx);
-        if (woken || finished(vp) != before || vp->shut)
+        if (vp->link.err)
+            return loom_link_take_err(tx);
+        if (woken || finished(vp) != before || vp->link.shut)
             return LOOM_SUCCESS;
-    }
-}
-
-static void vx_wake(struct loom_tx *tx)
-{
-    struct vx_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->wakefd >= 0 && write(vp->wakefd, &one, sizeof one) < 0) {
-        /* the counter is full: a wake is pending anyway */
     }
 }
 
@@ -511,81 +379,25 @@ static loom_result_t vx_mem_dereg(struct loom_tx *tx, void *mr)
     return LOOM_SUCCESS;
 }
 
-static void vx_shutdown(struct loom_tx *tx, loom_result_t res)
-{
-    struct vx_priv *vp = tx->priv;
-    if (!vp->peers || vp->shut)
-        return;
-    if (res >= 0)
-        res = LOOM_ERROR_ABORTED;
-    vp->shut = 1;
-    /* tell the live peers first, so that ranks not waiting on the cause
-     * learn of it now and can name it */
-    struct loom_link_notice n = {
-        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
-        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
-    struct loom_link_frame f;
-    loom_link_notice_encode(&n, &f);
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct vx_peer *p = &vp->peers[r];
-        if (r == tx->params.rank || p->failed || p->bye || p->ctl != VX_CTL_UP)
-            continue;
-        loom_verbs_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
-        /* half-close: the notice is followed by an end of stream */
-        shutdown(p->ctl_fd, SHUT_WR);
-    }
-    /* an orderly end of this rank's links, not a link failure */
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct vx_peer *p = &vp->peers[r];
-        if (r == tx->params.rank || p->failed)
-            continue;
-        if (p->qp)
-            loom_verbs_qp_to_err(vp->ibv, p->qp);
-        loom_verbs_fail_reqs(tx, r, res);
-        p->failed = res;
-        p->state = VX_FAILED;
-        free(p->failmsg);
-        char d[256], msg[LOOM_TX_ERRLEN];
-        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut down (%s)",
-                 loom_verbs_describe(tx, r, d, sizeof d), loom_result_string(res));
-        p->failmsg = strdup(msg);
-    }
-}
-
 static void vx_finalize(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
     if (!vp)
         return;
+    loom_link_goodbye(tx);
     if (vp->peers) {
         for (int r = 0; r < tx->params.nranks; r++) {
             struct vx_peer *p = &vp->peers[r];
-            if (r != tx->params.rank && !p->failed && p->ctl == VX_CTL_UP)
-                loom_verbs_ctl_send(tx, r, LOOM_LINK_BYE, 0, 0, 0, 0);
-        }
-        for (int r = 0; r < tx->params.nranks; r++) {
-            struct vx_peer *p = &vp->peers[r];
             loom_verbs_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
-            loom_verbs_conn_close(tx, r);
+            loom_link_close(tx, r);
             if (p->qp)
                 vp->ibv->destroy_qp(p->qp);
             p->qp = NULL;
             loom_verbs_peer_mem_free(tx, r);
-            free(p->failmsg);
         }
-        free(vp->peers);
-        vp->peers = NULL;
     }
-    free(vp->live);
-    vp->live = NULL;
-    vp->nlive = 0;
-    if (tx->params.oob)
-        loom_oob_set_notify(tx->params.oob, NULL, NULL);
-    for (int i = 0; i < vp->npending; i++)
-        close(vp->pending[i].fd);
-    free(vp->pending);
-    vp->pending = NULL;
-    vp->npending = 0;
+    loom_link_free(tx);
+    vp->peers = NULL;
     if (vp->rc)
         loom_regcache_free(vp->rc);
     vp->rc = NULL;
@@ -601,14 +413,6 @@ static void vx_finalize(struct loom_tx *tx)
     vp->ch = NULL;
     vp->pd = NULL;
     vp->ctx = NULL;
-    if (vp->epfd >= 0)
-        close(vp->epfd);
-    if (vp->wakefd >= 0)
-        close(vp->wakefd);
-    if (vp->oobfd >= 0)
-        close(vp->oobfd);
-    vp->epfd = vp->wakefd = vp->oobfd = -1;
-    loom_auth_key_clear(&vp->key);
 }
 
 const struct loom_transport loom_verbs_transport = {
@@ -627,7 +431,7 @@ const struct loom_transport loom_verbs_transport = {
     .init = vx_init,
     /* Make the queue pair and send its data to the peer through the
      * out-of-band service; never blocks; the rest in progress(). */
-    .connect = vx_connect,
+    .connect = loom_link_connect,
     /* Queue; advertise or write what credits allow now. A peer that failed
      * fails the request at once (done=1) and returns its error. */
     .isend = vx_isend,
@@ -640,12 +444,12 @@ const struct loom_transport loom_verbs_transport = {
      * failed link fails its requests and is returned once, errmsg naming
      * the peer. */
     .progress = vx_progress,
-    .wake = vx_wake,
+    .wake = loom_link_wake,
     .mem_reg = vx_mem_reg,
     .mem_dereg = vx_mem_dereg,
     /* Tell live peers (control channel), stop every queue pair, fail every
      * pending request with res. */
-    .shutdown = vx_shutdown,
+    .shutdown = loom_link_shutdown,
     /* Say goodbye on the control channels and free everything. */
     .finalize = vx_finalize,
 };

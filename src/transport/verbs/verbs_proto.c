@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "net/net.h"
-#include "transport/verbs_proto.h"
+#include "transport/verbs/verbs_proto.h"
 
 /* ---- immediate data ---- */
 

@@ -33,7 +33,7 @@
 #include "log.h"
 #include "auth.h"
 #include "bootstrap/oob.h"
-#include "transport/tcp_priv.h"
+#include "transport/tcp/tcp_priv.h"
 
 #define TCP_BACKOFF_MIN 0.01
 #define TCP_BACKOFF_MAX 0.5

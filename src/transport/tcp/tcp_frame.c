@@ -8,7 +8,7 @@
 #include "auth.h"
 
 #include "net/net.h"
-#include "transport/tcp_frame.h"
+#include "transport/tcp/tcp_frame.h"
 
 void loom_tcp_frame_encode(const struct loom_tcp_frame *f, uint8_t *out)
 {

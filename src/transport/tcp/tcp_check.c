@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "transport/tcp_check.h"
+#include "transport/tcp/tcp_check.h"
 
 enum loom_tcp_check loom_tcp_frame_check(const struct loom_tcp_frame *f,
                                          const struct loom_tcp_expect *e,

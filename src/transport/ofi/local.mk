@@ -1,29 +1,16 @@
-# src/transport/ofi.mk: the libfabric transport, built when
+# src/transport/ofi: the libfabric transport, built when
 # configure finds libfabric's headers (HAVE_OFI). Its sources are the only
 # files that include <rdma/fabric.h>; libloom does not link libfabric
 # (ofi_dl.c opens libfabric.so.1 when ofi is chosen), it only needs dlopen.
 
-# The registration cache, shared with the verbs transport: built always
-# (it needs no libfabric), so either transport can use it.
-libloom_core_la_SOURCES += \
-	src/transport/regcache.h \
-	src/transport/regcache.c
-
-if HAVE_CHECK
-check_PROGRAMS += tests/unit/check_regcache
-TESTS += tests/unit/check_regcache
-tests_unit_check_regcache_CFLAGS = $(TEST_CFLAGS)
-tests_unit_check_regcache_LDADD = $(TEST_LIBS)
-endif
-
 if HAVE_OFI
 libloom_core_la_SOURCES += \
-	src/transport/ofi_api.h \
-	src/transport/ofi_dl.c \
-	src/transport/ofi_priv.h \
-	src/transport/ofi_conn.c \
-	src/transport/ofi_data.c \
-	src/transport/ofi.c
+	src/transport/ofi/ofi_api.h \
+	src/transport/ofi/ofi_dl.c \
+	src/transport/ofi/ofi_priv.h \
+	src/transport/ofi/ofi_conn.c \
+	src/transport/ofi/ofi_data.c \
+	src/transport/ofi/ofi.c
 libloom_core_la_CPPFLAGS += $(OFI_CFLAGS)
 endif
 

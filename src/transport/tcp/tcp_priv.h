@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 
 #include "net/net.h"
-#include "transport/tcp_frame.h"
+#include "transport/tcp/tcp_frame.h"
 #include "transport/transport.h"
 
 struct loom_auth_key;

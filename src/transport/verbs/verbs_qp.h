@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "loom.h"
-#include "transport/verbs_api.h"
+#include "transport/verbs/verbs_api.h"
 
 /* This end: the port and GID chosen (verbs_gid.h), its active MTU. */
 struct loom_verbs_local {

@@ -29,7 +29,7 @@
 #include "loom.h"
 #include "log.h"
 #include "util.h"
-#include "transport/verbs_priv.h"
+#include "transport/verbs/verbs_priv.h"
 
 #define VX_RECV_BATCH 16
 
@@ -200,7 +200,7 @@ loom_result_t loom_verbs_post_recvs(struct loom_tx *tx, int r, uint32_t n)
         struct ibv_recv_wr *bad = NULL;
         int err = vp->ibv->post_recv(p->qp, wrs, &bad);
         if (err) {
-            loom_verbs_fail_peer(tx, r, loom_verbs_errno_result(err),
+            loom_link_fail(tx, r, loom_verbs_errno_result(err),
                                  "could not be given receives (ibv_post_recv: %s)", strerror(err));
             return loom_verbs_errno_result(err);
         }
@@ -229,7 +229,7 @@ static int post_wr(struct loom_tx *tx, int r, struct ibv_send_wr *wr, struct vx_
     struct ibv_send_wr *bad = NULL;
     int err = vp->ibv->post_send(p->qp, wr, &bad);
     if (err) {
-        loom_verbs_fail_peer(tx, r, loom_verbs_errno_result(err),
+        loom_link_fail(tx, r, loom_verbs_errno_result(err),
                              "could not be written to (ibv_post_send: %s)", strerror(err));
         return -1;
     }
@@ -260,7 +260,7 @@ static void advertise(struct loom_tx *tx, int r)
                                                                    : p->remote.cts_entries;
     uint64_t max_write = vp->tune.max_write < p->remote.max_msg ? vp->tune.max_write
                                                                 : p->remote.max_msg;
-    while (p->radv && !p->failed && loom_verbs_credit_free(p->cts_posted, p->cts_landed, limit) &&
+    while (p->radv && !p->lk.failed && loom_verbs_credit_free(p->cts_posted, p->cts_landed, limit) &&
            sq_room(p) > 0) {
         struct loom_tx_req *req = p->radv;
         struct vx_reqstate *rs = vx_rs(req);
@@ -365,17 +365,17 @@ static void refuse_cts(struct loom_tx *tx, int r, struct loom_tx_req *req,
                                  .seq = req->tag, .count = req->count, .desc = req->desc};
     struct loom_link_frame f;
     loom_link_notice_encode(&n, &f);
-    loom_verbs_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
+    loom_link_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
     if (other_call) {
         tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r, .tag = c->tag,
                                                  .desc = c->desc, .count = c->count};
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
+        loom_link_fail(tx, r, LOOM_ERROR_MISMATCH,
                              "is in another collective call (call %u, 0x%08x, count %llu; this "
                              "rank is in call %u, 0x%08x, count %llu)", c->tag, c->desc,
                              (unsigned long long)c->count, req->tag, req->desc,
                              (unsigned long long)req->count);
     } else {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
+        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
                              "posted a receive of %llu bytes for message %llu where this rank "
                              "sends %zu bytes (call %u)", (unsigned long long)c->msg_len,
                              (unsigned long long)c->msg, req->len, req->tag);
@@ -387,14 +387,14 @@ static void write_chunks(struct loom_tx *tx, int r)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
-    while (p->scur && !p->failed && p->cts_used != p->cts_seen && sq_room(p) > 0) {
+    while (p->scur && !p->lk.failed && p->cts_used != p->cts_seen && sq_room(p) > 0) {
         struct loom_tx_req *req = p->scur;
         struct vx_reqstate *rs = vx_rs(req);
         struct loom_verbs_cts c;
         loom_verbs_cts_decode(cts_ring(p, p->cts_used, vp->tune.cts_entries), &c);
         char why[256];
         if (loom_verbs_cts_check(&c, p->cts_used, rs->msg, why, sizeof why) != 0) {
-            loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "broke the protocol: %s", why);
+            loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL, "broke the protocol: %s", why);
             return;
         }
         if (c.tag != req->tag || c.desc != req->desc || c.count != req->count ||
@@ -464,7 +464,7 @@ static void on_sq_done(struct loom_tx *tx, int r, uint32_t n)
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
     if (!loom_verbs_seq_in_window(n, p->sq_done, p->sq_posted - p->sq_done)) {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_INTERNAL,
+        loom_link_fail(tx, r, LOOM_ERROR_INTERNAL,
                              "completed send-queue entry %u, not among those posted (%u..%u)",
                              n, p->sq_done, p->sq_posted);
         return;
@@ -509,24 +509,24 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
     if (r < 0 || r >= tx->params.nranks || r == tx->params.rank)
         return;
     struct vx_peer *p = &vp->peers[r];
-    if (p->failed || !p->qp)
+    if (p->lk.failed || !p->qp)
         return; /* flushes of a link already failed */
     if (wc->status != IBV_WC_SUCCESS) {
         struct loom_verbs_wc_error e = loom_verbs_wc_error(wc->status);
         if (wc->status == IBV_WC_WR_FLUSH_ERR)
             /* the first error of this queue pair came without a completion
              * here: the responder side of a remote error, or the device */
-            loom_verbs_fail_peer(tx, r, e.res,
+            loom_link_fail(tx, r, e.res,
                                  ": the queue pair to it went to the error state (%s flushed, "
                                  "%s); the peer's side names the cause", wr_what(kind), e.name);
         else
-            loom_verbs_fail_peer(tx, r, e.res, ": %s failed with %s (%s, vendor error 0x%x): %s",
+            loom_link_fail(tx, r, e.res, ": %s failed with %s (%s, vendor error 0x%x): %s",
                                  wr_what(kind), vp->ibv->wc_status_str(wc->status), e.name,
                                  wc->vendor_err, e.hint);
         return;
     }
     if (wc->qp_num != p->qp->qp_num) {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_INTERNAL,
+        loom_link_fail(tx, r, LOOM_ERROR_INTERNAL,
                              "had a completion of queue pair %u, not its own (%u)", wc->qp_num,
                              p->qp->qp_num);
         return;
@@ -540,7 +540,7 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
     uint16_t s16;
     if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
         loom_verbs_imm_decode(ntohl(wc->imm_data), &ik, &s16) != 0) {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
+        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
                              "sent something else than a write with immediate data (opcode %d, "
                              "immediate 0x%08x)", wc->opcode, ntohl(wc->imm_data));
         return;
@@ -548,7 +548,7 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
     if (ik == LOOM_VERBS_IMM_CTS) {
         uint32_t n = loom_verbs_seq_expand(p->cts_seen, s16);
         if (n != p->cts_seen) {
-            loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
+            loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
                                  "sent clear-to-send #%u where #%u was due", n, p->cts_seen);
             return;
         }
@@ -557,7 +557,7 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
     }
     uint32_t n = loom_verbs_seq_expand(p->cts_landed, s16);
     if (n != p->cts_landed || p->cts_landed == p->cts_posted) {
-        loom_verbs_fail_peer(tx, r, LOOM_ERROR_PROTOCOL,
+        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
                              "wrote data for clear-to-send #%u where #%u was due (%u advertised)",
                              n, p->cts_landed, p->cts_posted);
         return;
@@ -580,13 +580,13 @@ int loom_verbs_poll_cq(struct loom_tx *tx)
                      ": its link is lost: the completion queue of %s failed (ibv_poll_cq "
                      "returned %d: overrun past its %d entries, or a device error)",
                      vp->choice.dev, n, vp->cq->cqe);
-            for (int i = 0; i < vp->nlive; i++)
-                if (!vp->peers[vp->live[i]].failed)
-                    loom_verbs_fail_peer(tx, vp->live[i], LOOM_ERROR_SYSTEM, "%s", why);
-            if (!vp->pending_err) {
+            for (int i = 0; i < vp->link.nlive; i++)
+                if (!vp->peers[vp->link.live[i]].lk.failed)
+                    loom_link_fail(tx, vp->link.live[i], LOOM_ERROR_SYSTEM, "%s", why);
+            if (!vp->link.err) {
                 snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: rank %d: %s", tx->params.rank,
                          why + sizeof ": its link is lost: " - 1);
-                vp->pending_err = LOOM_ERROR_SYSTEM;
+                vp->link.err = LOOM_ERROR_SYSTEM;
             }
             return -1;
         }
@@ -598,8 +598,8 @@ int loom_verbs_poll_cq(struct loom_tx *tx)
             break;
     }
     if (total)
-        for (int i = 0; i < vp->nlive; i++)
-            loom_verbs_kick(tx, vp->live[i]);
+        for (int i = 0; i < vp->link.nlive; i++)
+            loom_verbs_kick(tx, vp->link.live[i]);
     return total;
 }
 
@@ -607,7 +607,7 @@ void loom_verbs_kick(struct loom_tx *tx, int r)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
-    if (p->state != VX_UP || p->failed)
+    if (p->lk.state != LOOM_LINK_S_UP || p->lk.failed)
         return;
     if (p->recv_owed >= VX_RECV_BATCH) {
         uint32_t n = p->recv_owed;
@@ -639,12 +639,12 @@ loom_result_t loom_verbs_post(struct loom_tx *tx, struct loom_tx_req *req, int i
     req->done = 0;
     memset(req->priv, 0, sizeof req->priv);
     struct vx_peer *p = &vp->peers[r];
-    if (p->state == VX_NONE)
-        loom_verbs_conn_start(tx, r); /* the core connects first; be lenient */
-    if (p->failed || vp->shut) {
-        loom_result_t res = p->failed ? p->failed : LOOM_ERROR_ABORTED;
+    if (p->lk.state == LOOM_LINK_S_NONE)
+        loom_link_start(tx, r); /* the core connects first; be lenient */
+    if (p->lk.failed || vp->link.shut) {
+        loom_result_t res = p->lk.failed ? p->lk.failed : LOOM_ERROR_ABORTED;
         snprintf(tx->errmsg, sizeof tx->errmsg, "%s",
-                 p->failmsg ? p->failmsg : "verbs: the transport was shut down");
+                 p->lk.failmsg ? p->lk.failmsg : "verbs: the transport was shut down");
         req_finish(req, res);
         return res;
     }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/tcp_frame.h"
+#include "transport/tcp/tcp_frame.h"
 
 /* What the posted receive expects of the next frame on one socket. */
 struct loom_tcp_expect {

@@ -45,10 +45,9 @@
 #include <rdma/fi_errno.h>
 
 #include "auth.h"
-#include "transport/common/link_notice.h"
-#include "transport/common/link_wire.h"
-#include "transport/ofi_api.h"
-#include "transport/regcache.h"
+#include "transport/common/link.h"
+#include "transport/ofi/ofi_api.h"
+#include "transport/common/regcache.h"
 #include "transport/transport.h"
 
 #define OX_PROTO_DATA 1ull
@@ -66,22 +65,6 @@ static inline uint64_t ox_len_hash(uint64_t len)
 
 #define OX_ADDR_MAX 256          /* bytes of a provider address we accept    */
 
-enum ox_state {
-    OX_NONE = 0,
-    OX_WAIT_BLOB,                /* our address sent, waiting for its        */
-    OX_WAIT_CTL,                 /* its address known, control channel not up */
-    OX_UP,                       /* control channel up: data moves           */
-    OX_FAILED,
-};
-
-enum ox_ctl_state {
-    OX_CS_NONE = 0,
-    OX_CS_CONNECTING,            /* lower rank: connect() in progress        */
-    OX_CS_WAIT_ACK,              /* lower rank: hello sent                   */
-    OX_CS_HELLO_OK,              /* higher rank: hello checked, no blob yet  */
-    OX_CS_UP,
-};
-
 /* One posted tagged operation (a chunk of a request), its context. */
 struct ox_op {
     struct fi_context2 ctx;      /* first: the provider's (FI_CONTEXT2)     */
@@ -95,18 +78,8 @@ struct ox_op {
 };
 
 struct ox_peer {
-    enum ox_state state;
-    double t_start;
+    struct loom_link_peer lk;    /* first: the link layer's (link.h)      */
     fi_addr_t addr;
-    int have_addr;
-    uint8_t token[LOOM_LINK_TOKEN_LEN];      /* its control hello must carry this   */
-    uint8_t rtoken[LOOM_LINK_TOKEN_LEN];     /* what ours must carry                */
-    int ctl_fd;
-    enum ox_ctl_state ctl;
-    uint8_t ctl_in[LOOM_LINK_HELLO_LEN];
-    size_t ctl_have;
-    double eof_at, bye_at;
-    int bye;
     struct loom_tx_req *shead, *stail;  /* sends not yet complete (FIFO)    */
     struct loom_tx_req *rhead, *rtail;  /* receives not yet complete         */
     uint64_t send_msg, recv_msg;
@@ -114,23 +87,6 @@ struct ox_peer {
                                            tells it how many of its messages
                                            arrived                           */
     uint32_t inflight;                  /* ops posted, not yet completed     */
-    loom_result_t failed;
-    char *failmsg;
-    /* a failure notice for call held_seq, held while requests of earlier
-     * calls are pending: the peer finished those calls, and what it sent
-     * for them may still be on its way (data and notices take different
-     * paths); after OX_EOF_GRACE, or once they are done, the peer fails */
-    loom_result_t held;                 /* 0: none                           */
-    uint64_t held_seq;
-    double held_at;
-    char *held_why;
-    /* held is a send or receive the provider failed (held_why says how):
-     * a peer that stops sends its notice, then closes its endpoint, and
-     * the provider may fail what goes to it (libfabric 2.1's tcp;ofi_rxm:
-     * ENOTCONN) before the notice is read, or even arrives; the notice,
-     * when it comes within OX_EOF_GRACE and before the control socket
-     * ends, is the peer's failure instead */
-    int held_link;
     /* tcp-based providers: its endpoint address as a socket address, and
      * whether the provider's sockets to it were looked for (ofi.c,
      * loom_ofi_tune_sockets) */
@@ -155,15 +111,8 @@ static inline struct ox_reqstate *ox_rs(struct loom_tx_req *req)
     return (struct ox_reqstate *)(void *)req->priv;
 }
 
-struct ox_pending {              /* a control socket, its hello not yet read */
-    int fd;
-    double deadline;
-    char from[64];
-    uint8_t in[LOOM_LINK_HELLO_LEN];
-    size_t have;
-};
-
 struct ox_priv {
+    struct loom_link link;       /* first: the link layer's (link.h)       */
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -187,15 +136,7 @@ struct ox_priv {
     struct ox_op *ops_free;
     struct ox_op *inflight;      /* every posted op (list)                    */
     int eagain;                  /* a post was refused: retry from progress   */
-    struct loom_auth_key key;
-    int epfd, wakefd, oobfd;
-    struct ox_peer *peers;
-    int *live;
-    int nlive;
-    struct ox_pending *pending;
-    int npending;
-    loom_result_t pending_err;
-    int shut;
+    struct ox_peer *peers;       /* link.peers, typed                         */
     unsigned polls;              /* progress(0) calls                         */
     size_t sndbuf;               /* SO_SNDBUF for a tcp provider's sockets (0: none) */
     struct loom_ofi_counts {
@@ -204,33 +145,13 @@ struct ox_priv {
 };
 
 /* ofi.c */
-const char *loom_ofi_describe(struct loom_tx *tx, int rank, char *buf, size_t len);
-void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void loom_ofi_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
 /* A tcp-based provider's sockets to or from peer r get vp->sndbuf, once
  * (from its first completion: the provider connects on first use). */
 void loom_ofi_tune_sockets(struct loom_tx *tx, int r);
-#define OX_EP_WAKE 1ull
 #define OX_EP_CQ 2ull
-#define OX_EP_OOB 3ull
-#define OX_EP_PENDING(fd) (0x100000000ull | (uint64_t)(uint32_t)(fd))
-#define OX_EP_PEER(r) (0x200000000ull | (uint64_t)(uint32_t)(r))
 
-/* ofi_conn.c */
-loom_result_t loom_ofi_conn_start(struct loom_tx *tx, int r);
-void loom_ofi_conn_poll_oob(struct loom_tx *tx);
-void loom_ofi_conn_take(struct loom_tx *tx);
-void loom_ofi_conn_pending_event(struct loom_tx *tx, int fd);
-void loom_ofi_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events);
-int loom_ofi_conn_timeouts(struct loom_tx *tx);
-void loom_ofi_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags, uint64_t w0,
-                       uint64_t w1, uint64_t w2);
-void loom_ofi_conn_close(struct loom_tx *tx, int r);
-/* The provider failed a send or receive to peer r (why: how, starting with
- * ": "): what came on its control socket is read first, and the failure is
- * held a moment for the peer's notice (struct ox_peer, held_link). */
-void loom_ofi_conn_link_error(struct loom_tx *tx, int r, const char *why);
+/* ofi_conn.c: its blob (the endpoint address) and hooks */
+extern const struct loom_link_ops loom_ofi_link_ops;
 
 /* ofi_data.c */
 loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);

@@ -1,21 +1,21 @@
-# src/transport/verbs.mk: the libibverbs transport (issue 18), built when
+# src/transport/verbs: the libibverbs transport, built when
 # configure finds <infiniband/verbs.h> (HAVE_VERBS). Its sources are the only
 # files that include <infiniband/verbs.h>; libloom does not link libibverbs
 # (verbs_dl.c opens libibverbs.so.1 at first use), it only needs dlopen.
 if HAVE_VERBS
 libloom_core_la_SOURCES += \
-	src/transport/verbs_api.h \
-	src/transport/verbs_dl.c \
-	src/transport/verbs_gid.h \
-	src/transport/verbs_gid.c \
-	src/transport/verbs_proto.h \
-	src/transport/verbs_proto.c \
-	src/transport/verbs_qp.h \
-	src/transport/verbs_qp.c \
-	src/transport/verbs_priv.h \
-	src/transport/verbs_conn.c \
-	src/transport/verbs_data.c \
-	src/transport/verbs.c
+	src/transport/verbs/verbs_api.h \
+	src/transport/verbs/verbs_dl.c \
+	src/transport/verbs/verbs_gid.h \
+	src/transport/verbs/verbs_gid.c \
+	src/transport/verbs/verbs_proto.h \
+	src/transport/verbs/verbs_proto.c \
+	src/transport/verbs/verbs_qp.h \
+	src/transport/verbs/verbs_qp.c \
+	src/transport/verbs/verbs_priv.h \
+	src/transport/verbs/verbs_conn.c \
+	src/transport/verbs/verbs_data.c \
+	src/transport/verbs/verbs.c
 libloom_core_la_LIBADD += $(DL_LIBS)
 LOOM_INTERNAL_LIBS += $(DL_LIBS)
 
@@ -39,7 +39,7 @@ endif
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz_verbs
 tests_fuzz_fuzz_verbs_SOURCES = tests/fuzz/fuzz_verbs.c \
-	src/transport/verbs_proto.c
+	src/transport/verbs/verbs_proto.c
 tests_fuzz_fuzz_verbs_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_verbs_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 endif

@@ -21,7 +21,7 @@
 #include "loom.h"
 #include "log.h"
 #include "util.h"
-#include "transport/ofi_priv.h"
+#include "transport/ofi/ofi_priv.h"
 
 #define OX_BOUNCE_SLOTS 64
 #define OX_BOUNCE_SIZE (16u * 1024)
@@ -201,7 +201,7 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
     void *desc = NULL;
     struct ox_op *op = op_get(vp);
     if (!op) {
-        loom_ofi_fail_peer(tx, req->peer, LOOM_ERROR_NO_MEMORY, ": out of memory posting");
+        loom_link_fail(tx, req->peer, LOOM_ERROR_NO_MEMORY, ": out of memory posting");
         return -1;
     }
     if (vp->need_reg) {
@@ -222,7 +222,7 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
                 loom_result_t res = loom_regcache_get(vp->rc, req->buf, req->len, &h, &rs->ref);
                 if (res < 0) {
                     op_put(vp, op);
-                    loom_ofi_fail_peer(tx, req->peer, res, ": %s", tx->errmsg);
+                    loom_link_fail(tx, req->peer, res, ": %s", tx->errmsg);
                     return -1;
                 }
                 rs->desc = fi_mr_desc((struct fid_mr *)h);
@@ -246,7 +246,7 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
     }
     if (ret) {
         op_put(vp, op);
-        loom_ofi_fail_peer(tx, req->peer, LOOM_ERROR_SYSTEM, ": %s of %zu bytes failed: %s",
+        loom_link_fail(tx, req->peer, LOOM_ERROR_SYSTEM, ": %s of %zu bytes failed: %s",
                            req->is_send ? "fi_tsend" : "fi_trecv", clen, loom_fi.strerror((int)-ret));
         return -1;
     }
@@ -278,7 +278,7 @@ void loom_ofi_kick(struct loom_tx *tx, int r)
 {
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
-    if (p->state != OX_UP || p->failed)
+    if (p->lk.state != LOOM_LINK_S_UP || p->lk.failed)
         return;
     int k = kick_queue(tx, p->rhead); /* receives first: ready for what comes */
     if (k < 0)
@@ -306,13 +306,13 @@ loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_
     } else if (req->mem != LOOM_MEM_HOST) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: device memory is not supported here");
         res = LOOM_ERROR_NOT_SUPPORTED;
-    } else if (vp->shut || vp->peers[r].failed) {
+    } else if (vp->link.shut || vp->peers[r].lk.failed) {
         struct ox_peer *p = &vp->peers[r];
         snprintf(tx->errmsg, sizeof tx->errmsg, "%s",
-                 p->failmsg ? p->failmsg : "ofi: the transport was shut down");
-        res = p->failed ? p->failed : LOOM_ERROR_ABORTED;
-    } else if (vp->peers[r].state == OX_NONE) {
-        res = loom_ofi_conn_start(tx, r);
+                 p->lk.failmsg ? p->lk.failmsg : "ofi: the transport was shut down");
+        res = p->lk.failed ? p->lk.failed : LOOM_ERROR_ABORTED;
+    } else if (vp->peers[r].lk.state == LOOM_LINK_S_NONE) {
+        res = loom_link_start(tx, r);
     }
     if (res < 0) {
         req->status = res;
@@ -333,7 +333,7 @@ loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_
     else
         *head = req;
     *tail = req;
-    if (p->state == OX_UP) {
+    if (p->lk.state == LOOM_LINK_S_UP) {
         /* only this request can be unposted unless -FI_EAGAIN held others */
         struct ox_reqstate *hs = ox_rs(*head);
         int k = kick_queue(tx, hs->posted < hs->nchunks ? *head : req);
@@ -369,14 +369,14 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
                      prov_err, perr ? perr : "");
             int peer = op->peer;
             op_put(vp, op);
-            loom_ofi_conn_link_error(tx, peer, why);
+            loom_link_data_error(tx, peer, why);
             return;
         }
         rs->ndone++;
         if (longer) {
             snprintf(tx->errmsg, sizeof tx->errmsg,
                      "%s sent a message longer than the %zu bytes this rank expected (%s)",
-                     loom_ofi_describe(tx, op->peer, d, sizeof d), req->len, loom_fi.strerror(err));
+                     loom_link_describe(tx, op->peer, d, sizeof d), req->len, loom_fi.strerror(err));
             if (!rs->err)
                 rs->err = LOOM_ERROR_MISMATCH;
         } else if (!req->is_send) {
@@ -384,7 +384,7 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
                 snprintf(tx->errmsg, sizeof tx->errmsg,
                          "%s sent a message of another length than the %zu bytes this rank "
                          "expected (a chunk of %zu bytes where %zu were posted)",
-                         loom_ofi_describe(tx, op->peer, d, sizeof d), req->len, len, op->len);
+                         loom_link_describe(tx, op->peer, d, sizeof d), req->len, len, op->len);
                 if (!rs->err)
                     rs->err = LOOM_ERROR_MISMATCH;
             }
@@ -429,7 +429,7 @@ int loom_ofi_poll_cq(struct loom_tx *tx)
             continue;
         }
         snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: fi_cq_read: %s", loom_fi.strerror((int)-n));
-        vp->pending_err = LOOM_ERROR_SYSTEM;
+        vp->link.err = LOOM_ERROR_SYSTEM;
         break;
     }
     return total;

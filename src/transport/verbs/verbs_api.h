@@ -5,7 +5,7 @@
  * dlopen("libibverbs.so.1") at first use (verbs_dl.c), so a build with
  * verbs runs on hosts without it and says why verbs is unavailable there.
  * Tests install another table (a software model of the verbs this
- * transport uses, tests/unit/verbs_model.c) with loom_ibv_set; the
+ * transport uses, tests/support/verbs_model.c) with loom_ibv_set; the
  * transport cannot tell them apart.
  *
  * ibv_post_send, ibv_post_recv, ibv_poll_cq and ibv_req_notify_cq are

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "transport/verbs_gid.h"
+#include "transport/verbs/verbs_gid.h"
 
 /* Bounds on what a tree may hold, so a strange one cannot make us allocate
  * without limit (real HCAs: a few ports, GID tables of 16..256 entries). */

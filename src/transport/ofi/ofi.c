@@ -1,9 +1,9 @@
 /* ofi.c - the libfabric transport: one reliable-datagram endpoint,
  * completion queue and address vector per instance, tagged messages with
  * directed receives (ofi_priv.h), connections on first use through the
- * out-of-band service and a TCP control channel per peer (ofi_conn.c), the
- * data path (ofi_data.c). This file: the vtable, provider choice and
- * set-up, progress, shutdown.
+ * out-of-band service and a TCP control channel per peer (common/link.c;
+ * the blob and hooks in ofi_conn.c), the data path (ofi_data.c). This
+ * file: the vtable, provider choice and set-up, progress.
  *
  * Provider choice: LOOM_OFI_PROVIDER names one ("tcp;ofi_rxm", "shm",
  * "udp;ofi_rxd", "verbs;ofi_rxm", "efa", ...); else the first available of
@@ -31,7 +31,7 @@
 #include "util.h"
 #include "bootstrap/oob.h"
 #include "net/net.h"
-#include "transport/ofi_priv.h"
+#include "transport/ofi/ofi_priv.h"
 
 #define OX_FI_VERSION FI_VERSION(1, 9)
 
@@ -43,55 +43,6 @@ static const char *const ox_order[] = {
 /* Largest tagged message posted: the provider's max_msg_size, or less for
  * tests (LOOM_TEST_OFI_CHUNK=bytes makes small messages split). */
 #define OX_CHUNK_MAX (1ull << 30)
-
-const char *loom_ofi_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
-{
-    const char *d = NULL;
-    if (tx->params.describe)
-        d = tx->params.describe(tx->params.describe_ctx, rank);
-    if (d)
-        snprintf(buf, len, "%s", d);
-    else
-        snprintf(buf, len, "rank %d", rank);
-    return buf;
-}
-
-void loom_ofi_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag)
-{
-    struct ox_priv *vp = tx->priv;
-    struct epoll_event ev = {.events = events, .data.u64 = tag};
-    if (epoll_ctl(vp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
-        epoll_ctl(vp->epfd, EPOLL_CTL_MOD, fd, &ev);
-}
-
-void loom_ofi_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
-{
-    struct ox_priv *vp = tx->priv;
-    struct ox_peer *p = &vp->peers[r];
-    if (p->failed)
-        return;
-    char d[200], what[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s%s%s", loom_ofi_describe(tx, r, d, sizeof d),
-             what[0] == ':' ? "" : " ", what);
-    LOOM_WARN(LOOM_SUB_NET, "ofi: rank %d: %s", tx->params.rank, tx->errmsg);
-    p->failed = res;
-    p->state = OX_FAILED;
-    free(p->failmsg);
-    p->failmsg = strdup(tx->errmsg);
-    free(p->held_why);
-    p->held_why = NULL;
-    p->held = 0;
-    p->held_link = 0;
-    loom_ofi_fail_reqs(tx, r, res);
-    loom_ofi_conn_close(tx, r);
-    vp->pending_err = res;
-    if (!tx->blame)
-        tx->blame = r + 1;
-}
 
 /* ---- provider choice ---- */
 
@@ -336,9 +287,9 @@ static int same_sockaddr(const struct sockaddr_storage *a, const void *mine)
 }
 
 /* libfabric 1.17's tcp provider leaves its sockets' send buffers to the
- * kernel's autotuning and has no setting for them; on the VM measured here
- * that costs 1.3-1.7x per large message against a fixed buffer (docs/ofi.md,
- * "How it works"). Its sockets are this
+ * kernel's autotuning and has no setting for them, which is slower for
+ * large messages than a fixed buffer (docs/ofi.md, "How it works"). Its
+ * sockets are this
  * process's file descriptors, so once the provider has connected to peer r
  * (its first completion), they get LOOM_SOCKET_SNDBUF, as Loom's own tcp
  * sockets do: those connected to r's endpoint address, and those accepted
@@ -380,22 +331,11 @@ void loom_ofi_tune_sockets(struct loom_tx *tx, int r)
                "(rank %d's first completion)", tx->params.rank, vp->sndbuf, n, r);
 }
 
-/* The OOB service's thread: a message or a socket arrived. */
-static void oob_notify(void *ctx)
-{
-    struct loom_tx *tx = ctx;
-    struct ox_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->oobfd >= 0 && write(vp->oobfd, &one, sizeof one) < 0) {
-        /* the counter is full: a notice is pending anyway */
-    }
-}
-
 static loom_result_t ox_init(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
-    vp->epfd = vp->wakefd = vp->oobfd = vp->cq_fd = -1;
+    vp->cq_fd = -1;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
         return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "ofi: rank %d of %d", pr->rank,
                          pr->nranks);
@@ -406,27 +346,13 @@ static loom_result_t ox_init(struct loom_tx *tx)
     char why[512];
     if (choose(&prov, why, sizeof why) != 0)
         return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi is unavailable: %s", why);
-    char kerr[256] = "";
-    loom_result_t res = loom_auth_key_from_config(&vp->key, kerr, sizeof kerr);
+    loom_result_t res = loom_link_init(tx, &loom_ofi_link_ops, sizeof *vp->peers);
     if (res < 0)
-        return fail_init(tx, res, "ofi: %s", kerr);
-    vp->peers = calloc((size_t)pr->nranks, sizeof *vp->peers);
-    vp->live = calloc((size_t)pr->nranks, sizeof *vp->live);
-    if (!vp->peers || !vp->live)
-        return fail_init(tx, LOOM_ERROR_NO_MEMORY, "ofi: out of memory");
-    for (int r = 0; r < pr->nranks; r++)
-        vp->peers[r].ctl_fd = -1;
-    vp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    vp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    vp->oobfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (vp->epfd < 0 || vp->wakefd < 0 || vp->oobfd < 0)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: epoll/eventfd: %s", strerror(errno));
-    loom_ofi_epoll_add(tx, vp->wakefd, EPOLLIN, OX_EP_WAKE);
-    loom_ofi_epoll_add(tx, vp->oobfd, EPOLLIN, OX_EP_OOB);
+        return res;
+    vp->peers = vp->link.peers;
     LOOM_CHECK(open_endpoint(tx, prov));
     if (vp->cq_fd >= 0)
-        loom_ofi_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
-    loom_oob_set_notify(pr->oob, oob_notify, tx);
+        loom_link_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
     snprintf(tx->info, sizeof tx->info, "ofi %s", vp->info->fabric_attr->prov_name);
     LOOM_INFO(LOOM_SUB_NET, "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
               "messages up to %zu bytes per post; %s", pr->rank,
@@ -439,24 +365,6 @@ static loom_result_t ox_init(struct loom_tx *tx)
     return LOOM_SUCCESS;
 }
 
-static loom_result_t ox_connect(struct loom_tx *tx, int peer)
-{
-    struct ox_priv *vp = tx->priv;
-    if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: connect to rank %d of %d (own rank %d)",
-                 peer, tx->params.nranks, tx->params.rank);
-        return LOOM_ERROR_INVALID_ARGUMENT;
-    }
-    if (vp->peers[peer].failed) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "%s", vp->peers[peer].failmsg);
-        return vp->peers[peer].failed;
-    }
-    if (vp->shut) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: the transport was shut down");
-        return LOOM_ERROR_ABORTED;
-    }
-    return loom_ofi_conn_start(tx, peer);
-}
 
 static loom_result_t ox_isend(struct loom_tx *tx, struct loom_tx_req *req)
 {
@@ -473,25 +381,16 @@ static loom_result_t ox_irecv(struct loom_tx *tx, struct loom_tx_req *req)
 static void pass(struct loom_tx *tx, int *wait_ms)
 {
     struct ox_priv *vp = tx->priv;
-    loom_ofi_conn_poll_oob(tx);
-    loom_ofi_conn_take(tx);
+    loom_link_poll(tx);
     loom_ofi_poll_cq(tx);
     if (vp->eagain) {
         vp->eagain = 0;
-        for (int i = 0; i < vp->nlive; i++)
-            loom_ofi_kick(tx, vp->live[i]);
+        for (int i = 0; i < vp->link.nlive; i++)
+            loom_ofi_kick(tx, vp->link.live[i]);
     }
-    int ms = loom_ofi_conn_timeouts(tx);
+    int ms = loom_link_timeouts(tx);
     if (wait_ms)
         *wait_ms = ms;
-}
-
-static loom_result_t take_err(struct loom_tx *tx)
-{
-    struct ox_priv *vp = tx->priv;
-    loom_result_t res = vp->pending_err;
-    vp->pending_err = LOOM_SUCCESS;
-    return res;
 }
 
 static uint64_t finished(const struct ox_priv *vp)
@@ -506,26 +405,14 @@ static int events(struct loom_tx *tx, int ms, int *woken)
 {
     struct ox_priv *vp = tx->priv;
     struct epoll_event evs[32];
-    int k = epoll_wait(vp->epfd, evs, 32, ms);
+    int k = epoll_wait(vp->link.epfd, evs, 32, ms);
     if (k < 0 && errno != EINTR) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: epoll_wait: %s", strerror(errno));
         return -1;
     }
     for (int i = 0; i < k; i++) {
-        uint64_t tag = evs[i].data.u64, v;
-        if (tag == OX_EP_WAKE || tag == OX_EP_OOB) {
-            int fd = tag == OX_EP_WAKE ? vp->wakefd : vp->oobfd;
-            if (read(fd, &v, sizeof v) < 0) {
-                /* EAGAIN: nothing more to take */
-            }
-            *woken |= tag == OX_EP_WAKE;
-        } else if (tag == OX_EP_CQ) {
-            /* fi_cq_read in pass() */
-        } else if ((tag >> 32) == 1) {
-            loom_ofi_conn_pending_event(tx, (int)(uint32_t)tag);
-        } else if ((tag >> 32) == 2) {
-            loom_ofi_conn_ctl_event(tx, (int)(uint32_t)tag, evs[i].events);
-        }
+        /* the completion queue's fd (OX_EP_CQ) is read in pass() */
+        loom_link_event(tx, evs[i].data.u64, evs[i].events, woken);
     }
     return k < 0 ? 0 : k;
 }
@@ -536,9 +423,9 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
     uint64_t before = finished(vp);
     int deadline_ms;
     pass(tx, &deadline_ms);
-    if (vp->pending_err)
-        return take_err(tx);
-    if (finished(vp) != before || vp->shut)
+    if (vp->link.err)
+        return loom_link_take_err(tx);
+    if (finished(vp) != before || vp->link.shut)
         return LOOM_SUCCESS;
     if (timeout_us == 0) {
         /* a look at the control sockets too (a caller that only polls
@@ -547,7 +434,7 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
         int woken = 0;
         if (!(++vp->polls & 63) && events(tx, 0, &woken) > 0)
             pass(tx, NULL);
-        return vp->pending_err ? take_err(tx) : LOOM_SUCCESS;
+        return vp->link.err ? loom_link_take_err(tx) : LOOM_SUCCESS;
     }
     double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
     int busy = 0;
@@ -583,57 +470,10 @@ static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
         if (events(tx, ms, &woken) < 0)
             return LOOM_ERROR_SYSTEM;
         pass(tx, &deadline_ms);
-        if (vp->pending_err)
-            return take_err(tx);
-        if (woken || finished(vp) != before || vp->shut)
+        if (vp->link.err)
+            return loom_link_take_err(tx);
+        if (woken || finished(vp) != before || vp->link.shut)
             return LOOM_SUCCESS;
-    }
-}
-
-static void ox_wake(struct loom_tx *tx)
-{
-    struct ox_priv *vp = tx->priv;
-    uint64_t one = 1;
-    if (vp->wakefd >= 0 && write(vp->wakefd, &one, sizeof one) < 0) {
-        /* the counter is full: a wake is pending anyway */
-    }
-}
-
-static void ox_shutdown(struct loom_tx *tx, loom_result_t res)
-{
-    struct ox_priv *vp = tx->priv;
-    if (!vp->peers || vp->shut)
-        return;
-    if (res >= 0)
-        res = LOOM_ERROR_ABORTED;
-    vp->shut = 1;
-    struct loom_link_notice n = {
-        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
-        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
-    struct loom_link_frame f;
-    loom_link_notice_encode(&n, &f);
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct ox_peer *p = &vp->peers[r];
-        if (r == tx->params.rank || p->failed || p->bye || p->ctl != OX_CS_UP)
-            continue;
-        /* a peer still in an earlier call keeps the sends this rank has
-         * received (their acknowledgement may not have reached it) */
-        loom_ofi_ctl_send(tx, r, LOOM_LINK_GOT, 0, p->recv_done, 0, 0);
-        loom_ofi_ctl_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
-        shutdown(p->ctl_fd, SHUT_WR);
-    }
-    for (int r = 0; r < tx->params.nranks; r++) {
-        struct ox_peer *p = &vp->peers[r];
-        if (r == tx->params.rank || p->failed)
-            continue;
-        loom_ofi_fail_reqs(tx, r, res);
-        p->failed = res;
-        p->state = OX_FAILED;
-        free(p->failmsg);
-        char d[256], msg[LOOM_TX_ERRLEN];
-        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut down (%s)",
-                 loom_ofi_describe(tx, r, d, sizeof d), loom_result_string(res));
-        p->failmsg = strdup(msg);
     }
 }
 
@@ -642,33 +482,13 @@ static void ox_finalize(struct loom_tx *tx)
     struct ox_priv *vp = tx->priv;
     if (!vp)
         return;
-    if (vp->peers) {
-        for (int r = 0; r < tx->params.nranks; r++) {
-            struct ox_peer *p = &vp->peers[r];
-            if (r != tx->params.rank && !p->failed && p->ctl == OX_CS_UP)
-                loom_ofi_ctl_send(tx, r, LOOM_LINK_BYE, 0, p->recv_done, 0, 0);
-        }
-        for (int r = 0; r < tx->params.nranks; r++) {
-            if (r == tx->params.rank)
-                continue;
-            loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
-            loom_ofi_conn_close(tx, r);
-            free(vp->peers[r].failmsg);
-            free(vp->peers[r].held_why);
-        }
-        free(vp->peers);
-        vp->peers = NULL;
-    }
-    free(vp->live);
-    vp->live = NULL;
-    vp->nlive = 0;
-    if (tx->params.oob)
-        loom_oob_set_notify(tx->params.oob, NULL, NULL);
-    for (int i = 0; i < vp->npending; i++)
-        close(vp->pending[i].fd);
-    free(vp->pending);
-    vp->pending = NULL;
-    vp->npending = 0;
+    loom_link_goodbye(tx);
+    if (vp->peers)
+        for (int r = 0; r < tx->params.nranks; r++)
+            if (r != tx->params.rank)
+                loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
+    loom_link_free(tx);
+    vp->peers = NULL;
     /* the endpoint first: it may hold registrations and posted buffers */
     if (vp->ep)
         fi_close(&vp->ep->fid);
@@ -689,14 +509,6 @@ static void ox_finalize(struct loom_tx *tx)
     if (vp->info)
         loom_fi.freeinfo(vp->info);
     vp->info = NULL;
-    if (vp->epfd >= 0)
-        close(vp->epfd);
-    if (vp->wakefd >= 0)
-        close(vp->wakefd);
-    if (vp->oobfd >= 0)
-        close(vp->oobfd);
-    vp->epfd = vp->wakefd = vp->oobfd = -1;
-    loom_auth_key_clear(&vp->key);
 }
 
 const struct loom_transport loom_ofi_transport = {
@@ -721,7 +533,7 @@ const struct loom_transport loom_ofi_transport = {
     .init = ox_init,
     /* Send the peer this rank's endpoint address through the out-of-band
      * service; never blocks; the rest in progress(). */
-    .connect = ox_connect,
+    .connect = loom_link_connect,
     /* Queue; post the chunks at once when the peer's link is up (a post the
      * provider refuses with -FI_EAGAIN is retried from progress). A peer
      * that failed fails the request at once (done=1) with its error. */
@@ -735,14 +547,14 @@ const struct loom_transport loom_ofi_transport = {
      * retransmit) and 1 ms without a wait fd or after -FI_EAGAIN. A failed
      * link fails its requests and is returned once, errmsg naming the peer. */
     .progress = ox_progress,
-    .wake = ox_wake,
+    .wake = loom_link_wake,
     /* Registration is internal (bounce slots and the registration cache,
      * only for providers with FI_MR_LOCAL): the core registers nothing. */
     .mem_reg = NULL,
     .mem_dereg = NULL,
     /* Tell live peers (control channel), cancel posted receives, fail
      * every pending request with res. */
-    .shutdown = ox_shutdown,
+    .shutdown = loom_link_shutdown,
     /* Say goodbye on the control channels and free everything. */
     .finalize = ox_finalize,
 };

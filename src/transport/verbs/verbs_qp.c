@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "transport/verbs_qp.h"
+#include "transport/verbs/verbs_qp.h"
 
 /* verbs_proto.c maps completion statuses by number without the header:
  * these are the values it assumes (fixed by the verbs ABI). */

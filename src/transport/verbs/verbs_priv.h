@@ -1,6 +1,6 @@
 /* verbs_priv.h - the verbs transport's instance state, shared by verbs.c
- * (the vtable, init, progress), verbs_conn.c (per-peer connections and the
- * control channel) and verbs_data.c (the data path). The protocol itself is
+ * (the vtable, init, progress), verbs_conn.c (its queue pair blob and the
+ * link layer's hooks) and verbs_data.c (the data path). The protocol itself is
  * described in verbs_proto.h. */
 #ifndef LOOM_VERBS_PRIV_H
 #define LOOM_VERBS_PRIV_H
@@ -10,14 +10,13 @@
 
 #include "auth.h"
 #include "net/net.h"
-#include "transport/common/link_notice.h"
-#include "transport/common/link_wire.h"
-#include "transport/regcache.h"
+#include "transport/common/link.h"
+#include "transport/common/regcache.h"
 #include "transport/transport.h"
-#include "transport/verbs_api.h"
-#include "transport/verbs_gid.h"
-#include "transport/verbs_proto.h"
-#include "transport/verbs_qp.h"
+#include "transport/verbs/verbs_api.h"
+#include "transport/verbs/verbs_gid.h"
+#include "transport/verbs/verbs_proto.h"
+#include "transport/verbs/verbs_qp.h"
 
 /* Sizes, per connected peer (both directions). Memory: the CTS ring and
  * the CTS entries to write from (8 KiB), bounce slots the peer writes
@@ -34,22 +33,6 @@ struct loom_verbs_tuning {
     size_t max_write;            /* largest single RDMA write (port limit)    */
 };
 extern struct loom_verbs_tuning loom_verbs_default_tuning;
-
-enum vx_state {
-    VX_NONE = 0,                 /* nothing yet                               */
-    VX_WAIT_BLOB,                /* QP in INIT, blob sent, waiting for its    */
-    VX_WAIT_CTL,                 /* QP in RTS, control channel not yet up     */
-    VX_UP,                       /* both RTS, control channel up              */
-    VX_FAILED,
-};
-
-enum vx_ctl_state {
-    VX_CTL_NONE = 0,
-    VX_CTL_CONNECTING,           /* lower rank: connect() in progress         */
-    VX_CTL_WAIT_ACK,             /* lower rank: hello sent                    */
-    VX_CTL_HELLO_OK,             /* higher rank: hello checked, QP not RTS    */
-    VX_CTL_UP,
-};
 
 /* What a posted work request on a peer's send queue stands for, found by
  * its send-queue number when a signalled completion covers it. */
@@ -69,25 +52,15 @@ struct vx_ctsrec {
 };
 
 struct vx_peer {
-    enum vx_state state;
-    double t_start;              /* when connecting began                     */
+    struct loom_link_peer lk;    /* first: the link layer's (link.h)          */
     struct ibv_qp *qp;
     uint32_t psn;
     struct loom_verbs_blob remote;
-    int have_remote;
-    uint8_t token[LOOM_VERBS_TOKEN_LEN]; /* its hello must carry this        */
     /* memory: remote-writable (CTS ring, bounce slots) and local (CTS
      * entries to write from, staging slots) */
     uint8_t *rblock, *lblock;
     size_t rlen, llen;
     struct ibv_mr *rmr, *lmr;
-    /* control channel */
-    int ctl_fd;
-    enum vx_ctl_state ctl;
-    uint8_t ctl_in[LOOM_LINK_HELLO_LEN];
-    size_t ctl_have;
-    double eof_at;               /* its control socket ended (0: not), no bye */
-    double bye_at;               /* it said goodbye with requests pending     */
     /* queue pair accounting: send-queue numbers posted and known done */
     uint32_t sq_depth, rq_depth;
     uint32_t sq_posted, sq_done, sq_last_signal;
@@ -109,10 +82,6 @@ struct vx_peer {
     uint32_t cts_posted, cts_landed;
     uint32_t bounce_posted, bounce_done;
     struct vx_ctsrec *ctsrec;    /* cts_entries entries                       */
-    /* state of the link */
-    loom_result_t failed;
-    char *failmsg;
-    int bye;                     /* it said goodbye: left in order            */
 };
 
 /* Request scratch (req->priv): what the data path tracks per request. */
@@ -134,15 +103,8 @@ static inline struct vx_reqstate *vx_rs(struct loom_tx_req *req)
     return (struct vx_reqstate *)(void *)req->priv;
 }
 
-struct vx_pending {              /* a control socket, its hello not yet read  */
-    int fd;
-    double deadline;
-    char from[64];               /* its address, for a refusal's message      */
-    uint8_t in[LOOM_LINK_HELLO_LEN];
-    size_t have;
-};
-
 struct vx_priv {
+    struct loom_link link;       /* first: the link layer's (link.h)          */
     const struct loom_ibv *ibv;
     struct loom_verbs_tuning tune;
     struct loom_verbs_choice choice;
@@ -155,16 +117,8 @@ struct vx_priv {
     int cq_need;                 /* completions the queue pairs may produce   */
     int cq_armed;
     struct loom_regcache *rc;
-    struct loom_auth_key key;
     uint64_t nonce;
-    int epfd, wakefd, oobfd;     /* oobfd: the OOB service's notices          */
-    struct vx_peer *peers;       /* nranks entries; own slot unused           */
-    int *live;                   /* ranks with a queue pair (a handful): what */
-    int nlive;                   /* the per-pass loops look at                */
-    struct vx_pending *pending;
-    int npending;
-    loom_result_t pending_err;   /* a link failed since progress returned     */
-    int shut;
+    struct vx_peer *peers;       /* link.peers, typed; own slot unused        */
     /* per-message counters for the report and tests */
     struct loom_verbs_counts {
         uint64_t sends, recvs, data_wrs, cts_wrs, recv_wrs_posted;
@@ -173,32 +127,10 @@ struct vx_priv {
 };
 
 /* verbs.c */
-const char *loom_verbs_describe(struct loom_tx *tx, int rank, char *buf, size_t len);
-/* Fail peer r with res and a sentence (after "rank r (...) "): its requests
- * fail, its queue pair goes to error, later posts fail at once. */
-void loom_verbs_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void loom_verbs_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t tag);
-#define VX_EP_WAKE 1ull
 #define VX_EP_CHANNEL 2ull
-#define VX_EP_OOB 3ull
-#define VX_EP_PENDING(fd) (0x100000000ull | (uint64_t)(uint32_t)(fd))
-#define VX_EP_PEER(r) (0x200000000ull | (uint64_t)(uint32_t)(r))
 
-/* verbs_conn.c */
-loom_result_t loom_verbs_conn_start(struct loom_tx *tx, int r);
-void loom_verbs_conn_poll_oob(struct loom_tx *tx);
-/* Control sockets peers opened to this rank's OOB port: taken, their
- * hello awaited. */
-void loom_verbs_conn_take(struct loom_tx *tx);
-void loom_verbs_conn_pending_event(struct loom_tx *tx, int fd);
-void loom_verbs_conn_ctl_event(struct loom_tx *tx, int r, uint32_t events);
-/* Connection deadlines, and peers whose control socket ended: returns the
- * milliseconds until the next such deadline matters (-1 none). */
-int loom_verbs_conn_timeouts(struct loom_tx *tx);
-void loom_verbs_ctl_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags,
-                         uint64_t w0, uint64_t w1, uint64_t w2);
-void loom_verbs_conn_close(struct loom_tx *tx, int r);
+/* verbs_conn.c: its blob (the queue pair) and hooks */
+extern const struct loom_link_ops loom_verbs_link_ops;
 
 /* verbs_data.c */
 loom_result_t loom_verbs_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);

@@ -23,7 +23,7 @@
 
 #include "dl.h"
 #include "log.h"
-#include "transport/ofi_api.h"
+#include "transport/ofi/ofi_api.h"
 
 struct loom_fi loom_fi;
 
