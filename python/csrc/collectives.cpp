@@ -355,8 +355,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvFrom(std::vector<at::Tensor
   checkOne(tensors, op);
   at::Tensor t = tensors[0];
   checkTensor(t, op);
-  auto work = c10::make_intrusive<WorkLoom>(this, type, title, std::vector<at::Tensor>{},
-                                            tensors, nullptr);
+  // the tensor is the profiler's input too, as gloo records it
+  auto work = c10::make_intrusive<WorkLoom>(this, type, title, tensors, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   int* source = &work->source_;
   return issue(work, st, [&] {
