@@ -490,14 +490,13 @@ LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
  * and sent whole beside them, so a send completes once its message is
  * queued, whatever the receiver does, and the ranks may post tagged sends
  * and receives in any order. That copy is their cost: they are for
- * control messages and moderate tensors; a message holds at most
- * LOOM_TAGGED_MAX bytes. A rank may send to itself. tag >= 0. On a
+ * control messages and moderate tensors, not a bulk path. A rank may send
+ * to itself. tag >= 0. On a
  * stream, the call completes in stream order; *source (may be NULL) gets
  * the sender's rank when the receive completes and must stay valid until
  * then. */
 #define LOOM_ANY_SOURCE (-1)
 #define LOOM_ANY_TAG (-1)
-#define LOOM_TAGGED_MAX ((uint64_t)64 << 20)
 LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count,
                                         loom_dtype_t dtype, int peer, int tag,
                                         loom_comm_t comm, loom_stream_t stream);

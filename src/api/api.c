@@ -105,10 +105,6 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
             !(op->kind == LOOM_OP_RECV && op->utag == LOOM_ANY_TAG))
             return bad(comm, "%s: tag %d is negative (a receive may pass LOOM_ANY_TAG)",
                        name, op->utag);
-        if (op->tagged && op->count * loom_dtype_size(op->dtype) > LOOM_TAGGED_MAX)
-            return bad(comm, "%s: a tagged message of %llu x %s is more than "
-                       "LOOM_TAGGED_MAX (%llu bytes)", name, (unsigned long long)op->count,
-                       loom_dtype_name(op->dtype), (unsigned long long)LOOM_TAGGED_MAX);
         if (op->count > 0) {
             int need_send, need_recv;
             needs(comm, op, &need_send, &need_recv);

@@ -144,6 +144,7 @@ struct loom_coll_ext {
     size_t pack_size;
     /* tagged messages that arrived, in arrival order (tagged.c) */
     struct loom_tmsg *tq_head, *tq_tail;
+    struct loom_tmsg **partial;  /* per sender: a message still in pieces */
     /* entries of point-to-point sets, reused: a posted request's memory
      * outlives a failed call (sendrecv.c) */
     struct loom_p2p_entry *free_entries;
@@ -200,7 +201,7 @@ loom_result_t loom_tagged_send(struct loom_comm *comm, const struct loom_op *op)
 loom_result_t loom_tagged_poll(struct loom_comm *comm, const struct loom_op *op);
 int loom_tagged_match(struct loom_comm *comm, struct loom_op *op);
 loom_result_t loom_tagged_idle(struct loom_waiter *w, const struct loom_op *op);
-void loom_tagged_free(struct loom_coll_ext *e);
+void loom_tagged_free(struct loom_comm *comm, struct loom_coll_ext *e);
 
 /* Post the sends and receives ops[0..n) together and wait for all of them
  * (sendrecv.c). wop is the op being executed (ops itself for a lone call,

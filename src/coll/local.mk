@@ -37,7 +37,7 @@ tests_integration_test_algos_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_algos
 
 check_PROGRAMS += tests/integration/test_group
-tests_integration_test_group_SOURCES = tests/integration/test_group.c \
+tests_integration_test_group_SOURCES = tests/integration/test_group.c tests/integration/rank_util.h \
 	tests/integration/coll_check.h tests/integration/harness.h
 tests_integration_test_group_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_group
@@ -50,7 +50,7 @@ tests_unit_check_p2p_LDADD = $(TEST_LIBS)
 endif
 
 check_PROGRAMS += tests/integration/test_p2p
-tests_integration_test_p2p_SOURCES = tests/integration/test_p2p.c \
+tests_integration_test_p2p_SOURCES = tests/integration/test_p2p.c tests/integration/rank_util.h \
 	tests/integration/coll_check.h tests/integration/harness.h
 tests_integration_test_p2p_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_p2p

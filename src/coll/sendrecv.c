@@ -49,7 +49,7 @@ void loom_coll_ext_free(struct loom_comm *comm)
     free(e->sent_desc);
     free(e->sent_count);
     free(e->pack);
-    loom_tagged_free(e);
+    loom_tagged_free(comm, e);
     while (e->free_entries) {
         struct loom_p2p_entry *x = e->free_entries;
         e->free_entries = x->next;

@@ -15,44 +15,7 @@
 #include "coll_check.h"
 #include "harness.h"
 #include "loom.h"
-
-static int g_port;
-
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "rank %d: %s:%d: ", rank, __func__, __LINE__);         \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        return 1;                                                              \
-    } while (0)
-
-#define OK(call)                                                               \
-    do {                                                                       \
-        loom_result_t r_ = (call);                                             \
-        if (r_ != LOOM_SUCCESS)                                                \
-            FAIL("%s: %s: %s", #call, loom_result_string(r_),                  \
-                 loom_get_error_string(comm));                                 \
-    } while (0)
-
-static loom_comm_t join(int rank, int n)
-{
-    char url[64];
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
-    loom_comm_t comm = NULL;
-    if (loom_comm_init_url(url, n, rank, &comm) != LOOM_SUCCESS) {
-        fprintf(stderr, "rank %d: init: %s\n", rank, loom_get_error_string(NULL));
-        exit(3);
-    }
-    return comm;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        abort();
-    return p;
-}
+#include "rank_util.h"
 
 /* the seed of message k from rank src to rank dst */
 static uint64_t msg_seed(int src, int dst, int k)
@@ -166,6 +129,23 @@ static int rank_tags(int rank, int n, void *arg)
     }
     for (int k = 0; k < K; k++)
         free(s[k]);
+    /* a message longer than one piece of the out-of-band service, to the
+     * right, received from the left on a stream */
+    enum { BIG = 5 << 20 }; /* floats: 20 MiB */
+    float *bs = xmalloc((size_t)BIG * 4), *br = xmalloc((size_t)BIG * 4);
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    cc_fill(bs, LOOM_FLOAT32, LOOM_SUM, msg_seed(rank, right, 8), rank, 0, BIG);
+    loom_stream_t st;
+    OK(loom_stream_create_host(&st));
+    OK(loom_recv_tagged(br, BIG, LOOM_FLOAT32, left, 8, NULL, comm, st));
+    OK(loom_send_tagged(bs, BIG, LOOM_FLOAT32, right, 8, comm, st));
+    OK(loom_stream_synchronize(st));
+    OK(loom_stream_destroy(st));
+    int bad = wrong(br, LOOM_FLOAT32, msg_seed(left, rank, 8), left, BIG);
+    if (bad)
+        FAIL("20 MiB tagged message from rank %d: element %d wrong", left, bad - 1);
+    free(bs);
+    free(br);
     /* untagged messages and collectives keep their order beside them */
     int x = rank + 1;
     OK(loom_allreduce(&x, &x, 1, LOOM_INT32, LOOM_SUM, comm, NULL));
