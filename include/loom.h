@@ -486,9 +486,11 @@ LOOM_API loom_result_t loom_barrier(loom_comm_t comm, loom_stream_t stream);
  * calls, numbered by their place among the messages between the two).
  * Between two ranks, sends, receives and collectives travel in one order:
  * each rank must issue them in an order the other can match (as on one
- * NCCL stream). Outside a group a call completes on its own: a blocking
- * send of a large message waits for the receive, so two ranks that send
- * to each other first must put the pair in a group. Inside a group
+ * NCCL stream). Sends and receives on a stream that are queued behind one
+ * another progress together: a receive issued before a send never waits
+ * for it (two ranks may each receive, then send). A blocking send of a
+ * large message waits for the receive, so two ranks that send to each
+ * other first with blocking calls must put the pair in a group. Inside a group
  * (below) a rank may post sends and receives to many peers, itself
  * included, that progress together. */
 LOOM_API loom_result_t loom_send(const void *buf, uint64_t count,
@@ -497,6 +499,31 @@ LOOM_API loom_result_t loom_send(const void *buf, uint64_t count,
 LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
                                  int peer, loom_comm_t comm,
                                  loom_stream_t stream);
+
+/* Tagged point-to-point (MPI's and gloo's matching; torch's send/recv with
+ * tags and from any source). A tagged message matches a tagged receive
+ * only, never loom_recv: a receive takes the earliest message of its
+ * source and tag not yet taken (FIFO per source and tag; peer
+ * LOOM_ANY_SOURCE: the earliest to arrive from any rank; tag LOOM_ANY_TAG:
+ * any tag), and its count and dtype must be the message's (else
+ * LOOM_ERROR_MISMATCH naming both calls). Tagged messages do not take
+ * part in the order of untagged messages and collectives: each is copied
+ * and sent whole beside them, so a send completes once its message is
+ * queued, whatever the receiver does, and the ranks may post tagged sends
+ * and receives in any order. That copy is their cost: they are for
+ * control messages and moderate tensors, not a bulk path. A rank may send
+ * to itself. tag >= 0. On a
+ * stream, the call completes in stream order; *source (may be NULL) gets
+ * the sender's rank when the receive completes and must stay valid until
+ * then. */
+#define LOOM_ANY_SOURCE (-1)
+#define LOOM_ANY_TAG (-1)
+LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count,
+                                        loom_dtype_t dtype, int peer, int tag,
+                                        loom_comm_t comm, loom_stream_t stream);
+LOOM_API loom_result_t loom_recv_tagged(void *buf, uint64_t count, loom_dtype_t dtype,
+                                        int peer, int tag, int *source,
+                                        loom_comm_t comm, loom_stream_t stream);
 
 /* Every rank sends block j of count elements of sendbuf to rank j and
  * receives rank j's block into block j of recvbuf (equal blocks). */

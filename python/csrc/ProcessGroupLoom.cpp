@@ -143,6 +143,13 @@ std::exception_ptr WorkLoom::exception() const {
 
 std::vector<at::Tensor> WorkLoom::result() { return outputs_; }
 
+int WorkLoom::sourceRank() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!loomDone_ || source_ < 0)
+    throw std::runtime_error("sourceRank: only a completed receive has a source rank");
+  return source_;
+}
+
 bool WorkLoom::wait(std::chrono::milliseconds timeout) {
   loom_request_t req;
   {

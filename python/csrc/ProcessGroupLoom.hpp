@@ -52,6 +52,8 @@ class WorkLoom : public c10d::Work {
   std::vector<at::Tensor> result() override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // A receive's sender (recv from any source), once the work is complete.
+  int sourceRank() const override;
 
  private:
   friend class ProcessGroupLoom;
@@ -74,6 +76,7 @@ class WorkLoom : public c10d::Work {
   bool futureWanted_ = false;
   bool futureRead_ = false;           // finishWork took future_ (under mutex_)
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int source_ = -1;                   // written by Loom when a receive completes
 };
 
 class ProcessGroupLoom : public compat::Base {
@@ -178,6 +181,9 @@ class ProcessGroupLoom : public compat::Base {
   // Sparse COO allreduce (SUM), as gloo's: the ranks' indices and values are
   // gathered and summed into each rank's tensor. Runs on the caller's thread.
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& t, const c10d::ReduceOp& op);
+  // recv and recvAnysource (src LOOM_ANY_SOURCE): one tagged receive.
+  c10::intrusive_ptr<c10d::Work> recvFrom(std::vector<at::Tensor>& tensors, int src, int tag,
+                                          c10d::OpType type, const char* title);
   // The group work of the calls issued since startCoalescing.
   c10::intrusive_ptr<WorkLoom> endCoalescingWork();
   // Wait for the calls issued so far (before a call made on this thread).

@@ -334,35 +334,42 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor
   });
 }
 
+// Every send and receive is tagged (tag 0 too): a receive from any source
+// must be able to match any send, which only Loom's tagged messages allow.
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>& tensors,
                                                       int dst, int tag) {
   checkOne(tensors, "send");
-  if (tag != 0)
-    fail("send: tag " + std::to_string(tag) + " is not supported (Loom matches the "
-         "messages between two ranks in the order they were sent); use tag=0");
   at::Tensor t = tensors[0];
   checkTensor(t, "send");
   auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::SEND, "loom:send", tensors, tensors, nullptr);
   loom_stream_t st = streamFor(t);
   return issue(work, st, [&] {
-    return loom_send(t.data_ptr(), count(t), loomDtype(t), dst, comm_, st);
+    return loom_send_tagged(t.data_ptr(), count(t), loomDtype(t), dst, tag, comm_, st);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvFrom(std::vector<at::Tensor>& tensors,
+                                                          int src, int tag, c10d::OpType type,
+                                                          const char* title) {
+  const char* op = src == LOOM_ANY_SOURCE ? "recvAnysource" : "recv";
+  checkOne(tensors, op);
+  at::Tensor t = tensors[0];
+  checkTensor(t, op);
+  // the tensor is the profiler's input too, as gloo records it
+  auto work = c10::make_intrusive<WorkLoom>(this, type, title, tensors, tensors, nullptr);
+  loom_stream_t st = streamFor(t);
+  int* source = &work->source_;
+  return issue(work, st, [&] {
+    return loom_recv_tagged(t.data_ptr(), count(t), loomDtype(t), src, tag, source, comm_,
+                            st);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recv(std::vector<at::Tensor>& tensors,
                                                       int src, int tag) {
-  checkOne(tensors, "recv");
-  if (tag != 0)
-    fail("recv: tag " + std::to_string(tag) + " is not supported (Loom matches the "
-         "messages between two ranks in the order they were sent); use tag=0");
-  at::Tensor t = tensors[0];
-  checkTensor(t, "recv");
-  auto work = c10::make_intrusive<WorkLoom>(this, c10d::OpType::RECV, "loom:recv",
-                                            std::vector<at::Tensor>{}, tensors, nullptr);
-  loom_stream_t st = streamFor(t);
-  return issue(work, st, [&] {
-    return loom_recv(t.data_ptr(), count(t), loomDtype(t), src, comm_, st);
-  });
+  if (src < 0)
+    fail("recv: src " + std::to_string(src) + " is not a rank");
+  return recvFrom(tensors, src, tag, c10d::OpType::RECV, "loom:recv");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOptions& opts) {
@@ -375,10 +382,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::barrier(const c10d::BarrierOpti
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                int tag) {
-  (void)tensors;
-  (void)tag;
-  fail("recv from any source (recvAnysource) is not supported: Loom matches each receive "
-       "to the rank it names; pass src");
+  return recvFrom(tensors, LOOM_ANY_SOURCE, tag, c10d::OpType::RECVANYSOURCE,
+                  "loom:recvAnySource");
 }
 
 // The ranks' input lists flattened into one buffer, gathered once, and cut

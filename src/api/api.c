@@ -92,9 +92,15 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
         if (has_root(op->kind) && (op->root < 0 || op->root >= comm->nranks))
             return bad(comm, "%s: root %d is not a rank of this communicator (0..%d)",
                        name, op->root, comm->nranks - 1);
-        if (loom_op_kind_is_p2p(op->kind) && (op->peer < 0 || op->peer >= comm->nranks))
-            return bad(comm, "%s: peer %d is not a rank of this communicator (0..%d)",
-                       name, op->peer, comm->nranks - 1);
+        if (loom_op_kind_is_p2p(op->kind) && (op->peer < 0 || op->peer >= comm->nranks) &&
+            !(op->tagged && op->kind == LOOM_OP_RECV && op->peer == LOOM_ANY_SOURCE))
+            return bad(comm, "%s: peer %d is not a rank of this communicator (0..%d%s)",
+                       name, op->peer, comm->nranks - 1,
+                       op->tagged && op->kind == LOOM_OP_RECV ? ", or LOOM_ANY_SOURCE" : "");
+        if (op->tagged && op->utag < 0 &&
+            !(op->kind == LOOM_OP_RECV && op->utag == LOOM_ANY_TAG))
+            return bad(comm, "%s: tag %d is negative (a receive may pass LOOM_ANY_TAG)",
+                       name, op->utag);
         if (op->count > 0) {
             int need_send, need_recv;
             needs(comm, op, &need_send, &need_recv);
@@ -113,7 +119,7 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
         op->nseqs = loom_coalesce_seqs(op, 1);
     if (loom_group_depth() > 0)
         return loom_group_add(comm, op);
-    if (loom_op_kind_is_p2p(op->kind) && op->peer == comm->rank)
+    if (loom_op_kind_is_p2p(op->kind) && op->peer == comm->rank && !op->tagged)
         return bad(comm, "%s: a %s to this rank itself completes only inside a group "
                    "(loom_group_start/end) that also holds its match", name,
                    op->kind == LOOM_OP_SEND ? "send" : "receive");
@@ -208,6 +214,28 @@ LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
     CHECK_COMM(comm);
     struct loom_op d = {.kind = LOOM_OP_RECV, .recvbuf = buf, .count = count,
                         .dtype = dtype, .root = peer, .peer = peer};
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count,
+                                        loom_dtype_t dtype, int peer, int tag,
+                                        loom_comm_t comm, loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    struct loom_op d = {.kind = LOOM_OP_SEND, .sendbuf = buf, .count = count,
+                        .dtype = dtype, .root = comm->rank, .peer = peer, .tagged = 1,
+                        .utag = tag};
+    return submit(&d, LOOM_SUM, comm, stream);
+}
+
+LOOM_API loom_result_t loom_recv_tagged(void *buf, uint64_t count, loom_dtype_t dtype,
+                                        int peer, int tag, int *source,
+                                        loom_comm_t comm, loom_stream_t stream)
+{
+    CHECK_COMM(comm);
+    struct loom_op d = {.kind = LOOM_OP_RECV, .recvbuf = buf, .count = count,
+                        .dtype = dtype, .root = peer, .peer = peer, .tagged = 1,
+                        .utag = tag, .source = source};
     return submit(&d, LOOM_SUM, comm, stream);
 }
 

@@ -148,6 +148,12 @@ struct loom_coll_ext {
     uint64_t *sent_count;    /* sent to each peer, for messages            */
     void *pack;              /* staging of packed allreduces (coalesce.c)  */
     size_t pack_size;
+    /* tagged messages that arrived, in arrival order (tagged.c) */
+    struct loom_tmsg *tq_head, *tq_tail;
+    struct loom_tmsg **partial;  /* per sender: a message still in pieces */
+    /* entries of point-to-point sets, reused: a posted request's memory
+     * outlives a failed call (sendrecv.c) */
+    struct loom_p2p_entry *free_entries;
 };
 struct loom_coll_ext *loom_coll_ext_get(struct loom_comm *comm);
 void loom_coll_ext_free(struct loom_comm *comm);
@@ -158,6 +164,50 @@ void loom_coll_ext_free(struct loom_comm *comm);
 loom_result_t loom_coll_run_ext(struct loom_comm *comm, struct loom_op *op);
 /* Whether loom_coll_run must hand op to loom_coll_run_ext. */
 int loom_coll_is_ext(const struct loom_op *op);
+
+/* One call of a set in flight. */
+struct loom_p2p_entry {
+    struct loom_op *op;
+    struct loom_tx_req req;      /* an untagged call's message               */
+    int done;
+    struct loom_p2p_entry *next;
+};
+
+/* Point-to-point calls in flight together, each completing on its own: a
+ * group's, or a lone call's with the calls queued right behind it, which
+ * core/queue.c adds as they come (so a receive issued before a send never
+ * waits for it). */
+struct loom_p2p_set {
+    struct loom_comm *comm;
+    struct loom_op *wop;         /* the group being run, or NULL           */
+    struct loom_p2p_entry *head, *tail;  /* in the order added             */
+    int pending;
+    struct loom_waiter w;
+};
+void loom_p2p_set_init(struct loom_p2p_set *set, struct loom_comm *comm,
+                       struct loom_op *wop);
+/* Number op (untagged: its place among the messages between the two
+ * ranks) and post it (a tagged send completes here). Sets comm's error on
+ * failure. */
+loom_result_t loom_p2p_set_add(struct loom_p2p_set *set, struct loom_op *op);
+/* Progress once (waiting a little when nothing moved): *done is a call
+ * that completed, taken off the set, or NULL. */
+loom_result_t loom_p2p_set_step(struct loom_p2p_set *set, struct loom_op **done);
+/* Take the first call still in the set off it (after a failure); NULL
+ * when none is left. */
+struct loom_op *loom_p2p_set_pop(struct loom_p2p_set *set);
+/* Forget the calls still in the set (after a failure). */
+void loom_p2p_set_clear(struct loom_p2p_set *set);
+
+/* Tagged messages (tagged.c): a send (complete on return); taking what has
+ * arrived; matching a tagged receive against it (1: op is complete, 0:
+ * nothing yet, or LOOM_ERROR_MISMATCH); waiting a little for more. */
+struct loom_tmsg;
+loom_result_t loom_tagged_send(struct loom_comm *comm, const struct loom_op *op);
+loom_result_t loom_tagged_poll(struct loom_comm *comm, const struct loom_op *op);
+int loom_tagged_match(struct loom_comm *comm, struct loom_op *op);
+loom_result_t loom_tagged_idle(struct loom_waiter *w, const struct loom_op *op);
+void loom_tagged_free(struct loom_comm *comm, struct loom_coll_ext *e);
 
 /* Post the sends and receives ops[0..n) together and wait for all of them
  * (sendrecv.c). wop is the op being executed (ops itself for a lone call,

@@ -16,6 +16,7 @@ libloom_core_la_SOURCES += \
 	src/coll/scatter_bcast.c \
 	src/coll/hier.c \
 	src/coll/sendrecv.c \
+	src/coll/tagged.c \
 	src/coll/alltoall.c \
 	src/coll/alltoallv.c \
 	src/coll/gather.c \
@@ -36,7 +37,20 @@ tests_integration_test_algos_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_algos
 
 check_PROGRAMS += tests/integration/test_group
-tests_integration_test_group_SOURCES = tests/integration/test_group.c \
+tests_integration_test_group_SOURCES = tests/integration/test_group.c tests/support/rank_util.h \
 	perf/coll_check.h tests/support/harness.h
 tests_integration_test_group_LDADD = $(LOOM_INTERNAL_LIBS)
 TESTS += tests/integration/test_group
+
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/check_p2p
+TESTS += tests/unit/check_p2p
+tests_unit_check_p2p_CFLAGS = $(TEST_CFLAGS)
+tests_unit_check_p2p_LDADD = $(TEST_LIBS)
+endif
+
+check_PROGRAMS += tests/integration/test_p2p
+tests_integration_test_p2p_SOURCES = tests/integration/test_p2p.c tests/support/rank_util.h \
+	perf/coll_check.h tests/support/harness.h
+tests_integration_test_p2p_LDADD = $(LOOM_INTERNAL_LIBS)
+TESTS += tests/integration/test_p2p

@@ -18,13 +18,6 @@
 #include "coll.h"
 #include "base/util.h"
 
-/* wop->exec while a group's batch runs: for culprit() */
-struct batch {
-    const struct loom_op *ops;
-    const struct loom_tx_req *reqs;
-    int n;
-};
-
 struct loom_coll_ext *loom_coll_ext_get(struct loom_comm *comm)
 {
     if (comm->ext)
@@ -56,22 +49,28 @@ void loom_coll_ext_free(struct loom_comm *comm)
     free(e->sent_desc);
     free(e->sent_count);
     free(e->pack);
+    loom_tagged_free(comm, e);
+    while (e->free_entries) {
+        struct loom_p2p_entry *x = e->free_entries;
+        e->free_entries = x->next;
+        free(x);
+    }
     free(e);
     comm->ext = NULL;
 }
 
 static const struct loom_op *culprit(const struct loom_op *group, int peer)
 {
-    const struct batch *b = group->exec;
-    if (!b)
+    const struct loom_p2p_set *set = group->exec;
+    if (!set)
         return group;
     /* a receive is where a peer's message is checked; a send when the peer
      * found this rank's message wrong and said so */
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < b->n; i++) {
-            const struct loom_op *op = &b->ops[i];
-            if (op->peer == peer && (op->kind == LOOM_OP_RECV) == (pass == 0) &&
-                (!b->reqs[i].done || b->reqs[i].status < 0))
+        for (const struct loom_p2p_entry *x = set->head; x; x = x->next) {
+            const struct loom_op *op = x->op;
+            if (op->peer == peer && !op->tagged && (op->kind == LOOM_OP_RECV) == (pass == 0) &&
+                (!x->req.done || x->req.status < 0))
                 return op;
         }
     return group;
@@ -136,14 +135,17 @@ static size_t op_bytes(const struct loom_op *op)
     return (size_t)op->count * loom_dtype_size(op->dtype);
 }
 
-/* Sends to this rank itself meet its receives from itself, in order. */
+/* Untagged sends to this rank itself meet its receives from itself, in
+ * order (tagged ones are matched by tagged.c). */
 static loom_result_t pair_self(struct loom_comm *comm, struct loom_op *ops, int n)
 {
     int s = 0, r = 0;
     for (;;) {
-        while (s < n && !(ops[s].kind == LOOM_OP_SEND && ops[s].peer == comm->rank))
+        while (s < n && (ops[s].tagged ||
+                         !(ops[s].kind == LOOM_OP_SEND && ops[s].peer == comm->rank)))
             s++;
-        while (r < n && !(ops[r].kind == LOOM_OP_RECV && ops[r].peer == comm->rank))
+        while (r < n && (ops[r].tagged ||
+                         !(ops[r].kind == LOOM_OP_RECV && ops[r].peer == comm->rank)))
             r++;
         if (s == n && r == n)
             return LOOM_SUCCESS;
@@ -171,79 +173,191 @@ static loom_result_t pair_self(struct loom_comm *comm, struct loom_op *ops, int 
     }
 }
 
+/* ---- sets of calls in flight -------------------------------------------- */
+
+void loom_p2p_set_init(struct loom_p2p_set *set, struct loom_comm *comm,
+                       struct loom_op *wop)
+{
+    *set = (struct loom_p2p_set){.comm = comm, .wop = wop};
+    loom_waiter_init(&set->w, comm, wop);
+}
+
+static struct loom_p2p_entry *entry_new(struct loom_coll_ext *e)
+{
+    struct loom_p2p_entry *x = e->free_entries;
+    if (x)
+        e->free_entries = x->next;
+    else
+        x = malloc(sizeof *x);
+    return x;
+}
+
+loom_result_t loom_p2p_set_add(struct loom_p2p_set *set, struct loom_op *op)
+{
+    struct loom_comm *comm = set->comm;
+    struct loom_coll_ext *e = loom_coll_ext_get(comm);
+    struct loom_p2p_entry *x = e ? entry_new(e) : NULL;
+    if (!x) {
+        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "point-to-point: out of memory");
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    x->op = op;
+    x->done = 0;
+    x->next = NULL;
+    x->req.done = 1; /* until posted: tagged calls have no request */
+    x->req.status = LOOM_SUCCESS;
+    if (set->wop)
+        set->wop->exec = set;
+    loom_result_t res = LOOM_SUCCESS;
+    int is_send = op->kind == LOOM_OP_SEND;
+    if (op->tagged) {
+        op->seq = 0;
+        if (is_send) {
+            res = loom_tagged_send(comm, op);
+            x->done = 1;
+        }
+    } else {
+        uint32_t *c = is_send ? e->send_seq : e->recv_seq;
+        op->seq = ++c[op->peer];
+        struct loom_waiter wi;
+        loom_waiter_init(&wi, comm, op);
+        res = loom_p2p_post(&wi, &x->req, op->peer, is_send,
+                            is_send ? (void *)op->sendbuf : op->recvbuf, op_bytes(op));
+        if (res == LOOM_SUCCESS && is_send) {
+            e->sent_desc[op->peer] = loom_op_desc(op);
+            e->sent_count[op->peer] = op->count;
+        }
+    }
+    if (res < 0) { /* nothing of it is in flight */
+        x->next = e->free_entries;
+        e->free_entries = x;
+        return res;
+    }
+    if (set->tail)
+        set->tail->next = x;
+    else
+        set->head = x;
+    set->tail = x;
+    set->pending++;
+    return LOOM_SUCCESS;
+}
+
+static void entry_free(struct loom_p2p_set *set, struct loom_p2p_entry *x)
+{
+    struct loom_coll_ext *e = set->comm->ext;
+    x->next = e->free_entries;
+    e->free_entries = x;
+}
+
+/* Take x (done) off the set. */
+static void take(struct loom_p2p_set *set, struct loom_p2p_entry *prev,
+                 struct loom_p2p_entry *x)
+{
+    if (prev)
+        prev->next = x->next;
+    else
+        set->head = x->next;
+    if (set->tail == x)
+        set->tail = prev;
+    set->pending--;
+    entry_free(set, x);
+}
+
+loom_result_t loom_p2p_set_step(struct loom_p2p_set *set, struct loom_op **done)
+{
+    struct loom_comm *comm = set->comm;
+    *done = NULL;
+    loom_result_t res;
+    const struct loom_op *tagged_wait = NULL;   /* the first tagged receive */
+    const struct loom_tx_req *blocker = NULL;  /* the first untagged message */
+    for (struct loom_p2p_entry *x = set->head; x; x = x->next) {
+        if (x->done)
+            continue;
+        if (x->op->tagged && !tagged_wait)
+            tagged_wait = x->op;
+        else if (!x->op->tagged && !blocker)
+            blocker = &x->req;
+    }
+    if (tagged_wait && (res = loom_tagged_poll(comm, tagged_wait)) < 0)
+        return res;
+    if (blocker) {
+        set->w.op = set->wop ? set->wop : tagged_wait ? tagged_wait : set->head->op;
+        if ((res = loom_p2p_progress(&set->w)) < 0)
+            return res;
+    }
+    /* receives match messages in the order they were issued */
+    struct loom_p2p_entry *prev = NULL;
+    for (struct loom_p2p_entry *x = set->head; x; prev = x, x = x->next) {
+        if (!x->done && x->op->tagged) {
+            int m = loom_tagged_match(comm, x->op);
+            if (m < 0)
+                return (loom_result_t)m;
+            x->done = m;
+        } else if (!x->done && x->req.done) {
+            if (x->req.status < 0) {
+                struct loom_waiter wi;
+                loom_waiter_init(&wi, comm, set->wop ? set->wop : x->op);
+                return loom_p2p_req_failed(&wi, &x->req);
+            }
+            x->done = 1;
+        }
+        if (x->done) {
+            *done = x->op;
+            take(set, prev, x);
+            loom_waiter_active(&set->w);
+            return LOOM_SUCCESS;
+        }
+    }
+    if (blocker) {
+        for (struct loom_p2p_entry *x = set->head; x; x = x->next)
+            if (&x->req == blocker) {
+                set->w.op = set->wop ? set->wop : x->op;
+                break;
+            }
+        return loom_p2p_idle(&set->w, blocker);
+    }
+    set->w.op = set->wop ? set->wop : tagged_wait;
+    return loom_tagged_idle(&set->w, tagged_wait);
+}
+
+struct loom_op *loom_p2p_set_pop(struct loom_p2p_set *set)
+{
+    struct loom_p2p_entry *x = set->head;
+    if (!x)
+        return NULL;
+    struct loom_op *op = x->op;
+    take(set, NULL, x);
+    return op;
+}
+
+void loom_p2p_set_clear(struct loom_p2p_set *set)
+{
+    while (loom_p2p_set_pop(set))
+        ;
+    if (set->wop)
+        set->wop->exec = NULL;
+}
+
 loom_result_t loom_p2p_batch(struct loom_comm *comm, struct loom_op *wop,
                              struct loom_op *ops, int n)
 {
-    struct loom_coll_ext *e = loom_coll_ext_get(comm);
-    struct loom_tx_req *reqs = loom_comm_reqs(comm, (size_t)n);
-    if (!e || !reqs) {
-        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
-                            "point-to-point: out of memory for %d calls", n);
-        return LOOM_ERROR_NO_MEMORY;
-    }
-    for (int i = 0; i < n; i++) {
-        uint32_t *c = ops[i].kind == LOOM_OP_SEND ? e->send_seq : e->recv_seq;
-        ops[i].seq = ++c[ops[i].peer];
-        reqs[i].done = 1; /* until posted: self pairs are never posted */
-        reqs[i].status = LOOM_SUCCESS;
-    }
     loom_result_t res = pair_self(comm, ops, n);
     if (res < 0)
         return res;
-
-    struct batch b = {.ops = ops, .reqs = reqs, .n = n};
-    if (wop != ops)
-        wop->exec = &b;
+    struct loom_p2p_set set;
+    loom_p2p_set_init(&set, comm, wop != ops ? wop : NULL);
     /* receives first: a peer's message then finds its receive posted */
     for (int pass = 0; pass < 2 && res == LOOM_SUCCESS; pass++)
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && res == LOOM_SUCCESS; i++) {
             struct loom_op *op = &ops[i];
-            int is_send = op->kind == LOOM_OP_SEND;
-            if (is_send != (pass == 1) || op->peer == comm->rank)
-                continue;
-            struct loom_waiter wi;
-            loom_waiter_init(&wi, comm, op);
-            res = loom_p2p_post(&wi, &reqs[i], op->peer, is_send,
-                                is_send ? (void *)op->sendbuf : op->recvbuf,
-                                op_bytes(op));
-            if (res < 0)
-                break;
-            if (is_send) {
-                e->sent_desc[op->peer] = loom_op_desc(op);
-                e->sent_count[op->peer] = op->count;
-            }
+            if ((op->kind == LOOM_OP_SEND) == (pass == 1) &&
+                (op->tagged || op->peer != comm->rank))
+                res = loom_p2p_set_add(&set, op);
         }
-
-    int posted = 0;
-    for (int i = 0; i < n; i++)
-        posted += !reqs[i].done;
-    struct loom_waiter w;
-    loom_waiter_init(&w, comm, wop);
-    int seen = 0; /* requests found done in the last pass */
-    while (res == LOOM_SUCCESS && posted) {
-        if ((res = loom_p2p_progress(&w)) < 0)
-            break;
-        int ndone = 0;
-        const struct loom_tx_req *blocker = NULL;
-        for (int i = 0; i < n; i++) {
-            if (!reqs[i].done) {
-                if (!blocker)
-                    blocker = &reqs[i];
-                continue;
-            }
-            if (reqs[i].status < 0) {
-                struct loom_waiter wi;
-                loom_waiter_init(&wi, comm, &ops[i]);
-                res = loom_p2p_req_failed(&wi, &reqs[i]);
-                break;
-            }
-            ndone++;
-        }
-        if (res < 0 || !blocker)
-            break;
-        res = loom_p2p_settle(&w, ndone > seen, blocker);
-        seen = ndone;
+    while (res == LOOM_SUCCESS && set.pending) {
+        struct loom_op *done;
+        res = loom_p2p_set_step(&set, &done);
     }
-    wop->exec = NULL;
+    loom_p2p_set_clear(&set);
     return res;
 }

@@ -96,9 +96,33 @@ void loom_op_format(uint32_t desc, uint64_t count, uint64_t seq, char *buf,
     }
 }
 
+/* ", tag 5" / ", any tag" of a tagged call; "" for an untagged one */
+static void tag_text(const struct loom_op *op, char *buf, size_t len)
+{
+    if (!op->tagged)
+        buf[0] = '\0';
+    else if (op->utag == LOOM_ANY_TAG)
+        snprintf(buf, len, ", any tag");
+    else
+        snprintf(buf, len, ", tag %d", op->utag);
+}
+
 void loom_op_describe(const struct loom_op *op, char *buf, size_t len)
 {
     unsigned long long c = (unsigned long long)op->count, q = (unsigned long long)op->seq;
+    char tag[32];
+    tag_text(op, tag, sizeof tag);
+    if (op->kind == LOOM_OP_RECV && op->peer == LOOM_ANY_SOURCE) {
+        snprintf(buf, len, "recv(%s, %llu, from any rank%s)", loom_dtype_name(op->dtype), c,
+                 tag);
+        return;
+    }
+    if (op->tagged) { /* not numbered: matched by tag, not by place */
+        snprintf(buf, len, "%s(%s, %llu, %s rank %d%s)", loom_op_kind_name(op->kind),
+                 loom_dtype_name(op->dtype), c, op->kind == LOOM_OP_SEND ? "to" : "from",
+                 op->peer, tag);
+        return;
+    }
     switch (op->kind) {
     case LOOM_OP_SEND:
         snprintf(buf, len, "send(%s, %llu, to rank %d) #%llu", loom_dtype_name(op->dtype),

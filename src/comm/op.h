@@ -60,7 +60,13 @@ struct loom_op {
      * npieces calls numbered seq .. seq + npieces - 1 */
     unsigned stage_dev;     /* bit 0: sendbuf, bit 1: recvbuf is device memory */
     uint32_t npieces;       /* 1 unless staged                               */
-    int peer;               /* send/recv: the other rank (root: the sender) */
+    int peer;               /* send/recv: the other rank (root: the sender);
+                               a tagged receive: LOOM_ANY_SOURCE too        */
+    /* loom_send_tagged / loom_recv_tagged: matched by (source, tag) apart
+     * from untagged messages (coll/tagged.c) */
+    int tagged;
+    int utag;               /* the caller's tag (a receive: LOOM_ANY_TAG too) */
+    int *source;            /* tagged receive: gets the sender's rank (or NULL) */
     /* a reduction op made by loom_redop_create, resolved at the call
      * (op holds its base): sum/avg scaled, 16-bit floats summed in float32 */
     double prescale, postscale;  /* read through loom_op_pre/post (redop.h) */

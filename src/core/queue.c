@@ -17,13 +17,16 @@
 #include "stream/stream.h"
 #include "util.h"
 
-/* Run one op on this thread; never called with comm->lock held. */
-static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
+/* The start of an op on this thread (lock not held): its stream's hooks
+ * (joined: only the wait for its inputs, see run_chain), then the sticky
+ * error and abort. LOOM_SUCCESS: run it. */
+static loom_result_t op_begin(struct loom_comm *comm, struct loom_op *op, int joined)
 {
     loom_result_t res = LOOM_SUCCESS;
     int sticky = 0;
     if (op->stream)
-        res = loom_stream_op_begin(op->stream, comm, op);
+        res = joined ? loom_stream_op_begin_joined(op->stream, comm, op)
+                     : loom_stream_op_begin(op->stream, comm, op);
     if (res < 0) {
         loom_comm_set_error(comm, res, "%s #%llu: the stream's hooks failed (%s)",
                             loom_op_kind_name(op->kind), (unsigned long long)op->seq,
@@ -34,10 +37,13 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
         res = LOOM_ERROR_ABORTED;
     } else {
         loom_trace_start(comm, op);
-        /* a stream op with device buffers runs in staged pieces */
-        res = op->stream ? loom_stream_op_run(op->stream, comm, op)
-                         : loom_coll_run(comm, op);
     }
+    return res;
+}
+
+/* The end of an op that ran (or could not start) with result res. */
+static void op_end(struct loom_comm *comm, struct loom_op *op, loom_result_t res)
+{
     loom_trace_end(comm, op, res);
     if (res == LOOM_ERROR_TIMEOUT)
         loom_trace_dump(comm, "timeout");
@@ -76,25 +82,22 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
     }
     if (op->stream)
         loom_stream_op_end(op->stream, op, res);
+}
+
+/* Run one op on this thread; never called with comm->lock held. */
+static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
+{
+    loom_result_t res = op_begin(comm, op, 0);
+    if (res == LOOM_SUCCESS) /* a stream op with device buffers runs in staged pieces */
+        res = op->stream ? loom_stream_op_run(op->stream, comm, op) : loom_coll_run(comm, op);
+    op_end(comm, op, res);
     return res;
 }
 
-/* Takes the queue's first op and runs it, lock held on entry and on return
- * (released while the op runs; busy keeps another thread from starting
- * the next): a stream's op is freed, a blocking call's waiter woken. */
-static void run_head(struct loom_comm *comm)
+/* An op taken off the queue is done (lock held): a stream's op is freed, a
+ * blocking call's waiter woken. */
+static void finish(struct loom_comm *comm, struct loom_op *op, loom_result_t res)
 {
-    struct loom_op *op = comm->head;
-    comm->head = op->next;
-    if (!comm->head)
-        comm->tail = NULL;
-    comm->busy = 1;
-    pthread_mutex_unlock(&comm->lock);
-
-    loom_result_t res = execute(comm, op);
-
-    pthread_mutex_lock(&comm->lock);
-    comm->busy = 0;
     if (op->stream) {
         loom_op_release(op);
         free(op);
@@ -103,6 +106,113 @@ static void run_head(struct loom_comm *comm)
         op->done = 1;
         pthread_cond_broadcast(&comm->done_cv);
     }
+}
+
+/* A lone send or receive on the host path: it runs as a point-to-point set
+ * that the sends and receives queued right behind it join. */
+static int p2p_lone(const struct loom_op *op)
+{
+    return loom_op_kind_is_p2p(op->kind) && !op->stage_dev;
+}
+
+/* Whether the head of the queue joins the running set: a send or receive
+ * on the set's stream (or both blocking), whose stream has nothing
+ * unfinished before it but the set's own nrun calls. Lock held. */
+static int joins(struct loom_comm *comm, const struct loom_stream *stream, int nrun)
+{
+    const struct loom_op *op = comm->head;
+    if (!op || !p2p_lone(op) || op->stream != stream)
+        return 0;
+    return !op->stream || loom_stream_outstanding_below(op->stream, op->ticket) == (size_t)nrun;
+}
+
+/* Runs first (a lone send or receive, taken off the queue; lock held on
+ * entry and on return, busy set) with the sends and receives queued behind
+ * it as they come, each completing on its own: a receive posted before a
+ * send on the same communicator never waits for it, as in gloo and NCCL's
+ * groups (two ranks that each receive, then send, on a stream). */
+static void run_chain(struct loom_comm *comm, struct loom_op *first)
+{
+    pthread_mutex_unlock(&comm->lock);
+    struct loom_p2p_set set;
+    loom_p2p_set_init(&set, comm, NULL);
+    int nrun = 0; /* taken off the queue, not finished */
+    struct loom_stream *stream = first->stream;
+    loom_result_t res = op_begin(comm, first, 0);
+    if (res == LOOM_SUCCESS)
+        res = loom_p2p_set_add(&set, first);
+    if (res < 0) {
+        loom_p2p_set_clear(&set);
+        op_end(comm, first, res);
+        pthread_mutex_lock(&comm->lock);
+        finish(comm, first, res);
+        return;
+    }
+    nrun = 1;
+    while (res == LOOM_SUCCESS && nrun > 0) {
+        struct loom_op *op = NULL;
+        pthread_mutex_lock(&comm->lock);
+        if (!comm->stop && joins(comm, stream, nrun)) {
+            op = comm->head;
+            comm->head = op->next;
+            if (!comm->head)
+                comm->tail = NULL;
+        }
+        pthread_mutex_unlock(&comm->lock);
+        if (op) {
+            nrun++;
+            res = op_begin(comm, op, 1);
+            if (res == LOOM_SUCCESS)
+                res = loom_p2p_set_add(&set, op);
+            if (res < 0) { /* the set fails with it, below */
+                op_end(comm, op, res);
+                pthread_mutex_lock(&comm->lock);
+                finish(comm, op, res);
+                pthread_mutex_unlock(&comm->lock);
+                nrun--;
+            }
+            continue;
+        }
+        struct loom_op *done = NULL;
+        res = loom_p2p_set_step(&set, &done);
+        if (done) {
+            op_end(comm, done, LOOM_SUCCESS);
+            pthread_mutex_lock(&comm->lock);
+            finish(comm, done, LOOM_SUCCESS);
+            pthread_mutex_unlock(&comm->lock);
+            nrun--;
+        }
+    }
+    /* a failure: every call still in the set fails with it */
+    struct loom_op *op;
+    while ((op = loom_p2p_set_pop(&set)) != NULL) {
+        op_end(comm, op, res);
+        pthread_mutex_lock(&comm->lock);
+        finish(comm, op, res);
+        pthread_mutex_unlock(&comm->lock);
+    }
+    pthread_mutex_lock(&comm->lock);
+}
+
+/* Takes the queue's first op and runs it, lock held on entry and on return
+ * (released while the op runs; busy keeps another thread from starting
+ * the next). */
+static void run_head(struct loom_comm *comm)
+{
+    struct loom_op *op = comm->head;
+    comm->head = op->next;
+    if (!comm->head)
+        comm->tail = NULL;
+    comm->busy = 1;
+    if (p2p_lone(op)) {
+        run_chain(comm, op);
+    } else {
+        pthread_mutex_unlock(&comm->lock);
+        loom_result_t res = execute(comm, op);
+        pthread_mutex_lock(&comm->lock);
+        finish(comm, op, res);
+    }
+    comm->busy = 0;
 }
 
 static void *progress_main(void *arg)

@@ -235,6 +235,16 @@ static loom_result_t poll_ready(struct loom_stream *s, struct loom_comm *comm, v
     }
 }
 
+size_t loom_stream_outstanding_below(struct loom_stream *s, uint64_t ticket)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = 0;
+    while (n < s->noutstanding && s->outstanding[n] < ticket)
+        n++;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_comm *comm,
                                    struct loom_op *op)
 {
@@ -243,6 +253,12 @@ loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_comm *comm
     while (first_outstanding(s) < op->ticket)
         pthread_cond_wait(&s->cv, &s->lock);
     pthread_mutex_unlock(&s->lock);
+    return loom_stream_op_begin_joined(s, comm, op);
+}
+
+loom_result_t loom_stream_op_begin_joined(struct loom_stream *s, struct loom_comm *comm,
+                                          struct loom_op *op)
+{
     loom_result_t res = LOOM_SUCCESS;
     if (s->hooks.query_ready)
         res = poll_ready(s, comm, op->mark);

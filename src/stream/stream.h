@@ -72,6 +72,13 @@ loom_result_t loom_stream_enqueue(struct loom_stream *s, struct loom_comm *comm,
  * it, giving up on abort). Sets comm's error on failure. */
 loom_result_t loom_stream_op_begin(struct loom_stream *s, struct loom_comm *comm,
                                    struct loom_op *op);
+/* The same for an op that joins ops of the stream already running (the
+ * point-to-point calls queued behind a running one, core/queue.c): only
+ * the wait for its inputs. */
+loom_result_t loom_stream_op_begin_joined(struct loom_stream *s, struct loom_comm *comm,
+                                          struct loom_op *op);
+/* How many ops of s enqueued before ticket are not complete. */
+size_t loom_stream_outstanding_below(struct loom_stream *s, uint64_t ticket);
 /* Executing thread: run the op, piece by piece through host staging when it
  * has device buffers (stage.c), else as it is. Sets comm's error on failure. */
 loom_result_t loom_stream_op_run(struct loom_stream *s, struct loom_comm *comm,

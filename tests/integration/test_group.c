@@ -15,44 +15,7 @@
 #include "../../perf/coll_check.h"
 #include "../support/harness.h"
 #include "loom.h"
-
-static int g_port;
-
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "rank %d: %s:%d: ", rank, __func__, __LINE__);         \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        return 1;                                                              \
-    } while (0)
-
-#define OK(call)                                                               \
-    do {                                                                       \
-        loom_result_t r_ = (call);                                             \
-        if (r_ != LOOM_SUCCESS)                                                \
-            FAIL("%s: %s: %s", #call, loom_result_string(r_),                  \
-                 loom_get_error_string(comm));                                 \
-    } while (0)
-
-static loom_comm_t join(int rank, int n)
-{
-    char url[64];
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
-    loom_comm_t comm = NULL;
-    if (loom_comm_init_url(url, n, rank, &comm) != LOOM_SUCCESS) {
-        fprintf(stderr, "rank %d: init: %s\n", rank, loom_get_error_string(NULL));
-        exit(3);
-    }
-    return comm;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        abort();
-    return p;
-}
+include "../support/rank_util.h"
 
 /* element i of the message from rank src to rank dst in exchange number k */
 static uint64_t msg_seed(int src, int dst, int k)

@@ -49,13 +49,7 @@ OUTSIDE_LOOM = {
 
 # Loom's own open bugs, each with its cause: reported on every run, not
 # counted as a difference, and to be emptied by fixing Loom.
-KNOWN_LOOM = {
-    # both ranks post irecv before isend; on torch 2.x the two calls reach
-    # Loom's in-order queue as separate ops and each rank's receive waits
-    # for a send queued behind the other rank's receive (1.13 passes)
-    "test_batch_isend_irecv_gloo": "torch 2.x: receive-before-send batch waits in "
-                                   "Loom's in-order queue",
-}
+KNOWN_LOOM = {}
 
 SUITE = "torch.testing._internal.distributed.distributed_test"
 PATCHED = "loom_distributed_test"
