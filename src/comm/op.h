@@ -54,6 +54,7 @@ struct loom_op {
                                send/recv: per peer and direction, from 1
                                (set on execution)                            */
     int internal;           /* Loom's own set-up call (loom_comm_internal)   */
+    int sticky;             /* failed at its start with an earlier error     */
     enum loom_mem_type mem; /* of sendbuf/recvbuf as the algorithm sees them */
     /* device-buffer staging (src/stream/stage.c), set at enqueue: a call
      * on an adapter's stream whose buffers are device memory runs as

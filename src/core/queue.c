@@ -23,7 +23,6 @@
 static loom_result_t op_begin(struct loom_comm *comm, struct loom_op *op, int joined)
 {
     loom_result_t res = LOOM_SUCCESS;
-    int sticky = 0;
     if (op->stream)
         res = joined ? loom_stream_op_begin_joined(op->stream, comm, op)
                      : loom_stream_op_begin(op->stream, comm, op);
@@ -32,7 +31,7 @@ static loom_result_t op_begin(struct loom_comm *comm, struct loom_op *op, int jo
                             loom_op_kind_name(op->kind), (unsigned long long)op->seq,
                             loom_result_string(res));
     } else if ((res = loom_comm_error(comm)) < 0) {
-        sticky = 1; /* an earlier call failed */
+        op->sticky = 1; /* an earlier call failed: said then */
     } else if (__atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)) {
         res = LOOM_ERROR_ABORTED;
     } else {
@@ -70,7 +69,7 @@ static void op_end(struct loom_comm *comm, struct loom_op *op, loom_result_t res
             sub->tx->ops->shutdown(sub->tx, res);
         }
     }
-    if (op->stream && res < 0 && !sticky && res != LOOM_ERROR_ABORTED) {
+    if (op->stream && res < 0 && !op->sticky && res != LOOM_ERROR_ABORTED) {
         /* the caller of a stream's call learns only a code, at the stream's
          * synchronize: the reason is said here, as NCCL's WARN does */
         char msg[sizeof comm->errmsg];

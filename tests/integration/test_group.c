@@ -15,7 +15,7 @@
 #include "../../perf/coll_check.h"
 #include "../support/harness.h"
 #include "loom.h"
-include "../support/rank_util.h"
+#include "../support/rank_util.h"
 
 /* element i of the message from rank src to rank dst in exchange number k */
 static uint64_t msg_seed(int src, int dst, int k)

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-include "../../perf/coll_check.h"
-include "../support/harness.h"
+#include "../../perf/coll_check.h"
+#include "../support/harness.h"
 #include "loom.h"
-include "../support/rank_util.h"
+#include "../support/rank_util.h"
 
 /* the seed of message k from rank src to rank dst */
 static uint64_t msg_seed(int src, int dst, int k)
