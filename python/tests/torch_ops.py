@@ -134,8 +134,26 @@ def s_ops(a):
     # monitored barrier: every rank passes
     pg.monitored_barrier(datetime.timedelta(seconds=30), wait_all_ranks=True)
     # what Loom cannot do: an error naming the call and the reason
-    raises(lambda: dist.send(torch.ones(1), dst=(r + 1) % n, tag=3), "send", "tag 3")
-    raises(lambda: dist.recv(torch.ones(1), tag=0), "any source")
+    # tags: two tensors to the next rank, received in the other order
+    dst, src = (r + 1) % n, (r - 1) % n
+    sends = [dist.isend(torch.full((3,), 100.0 * r + t), dst=dst, tag=t) for t in (5, 7)]
+    got = {t: torch.empty(3) for t in (7, 5)}
+    for t, x in got.items():
+        assert dist.recv(x, src=src, tag=t) == src
+        assert torch.equal(x, torch.full((3,), 100.0 * src + t)), (t, x)
+    for w in sends:
+        w.wait()
+    # a receive from any source learns who sent
+    if r == 0:
+        seen = set()
+        for _ in range(n - 1):
+            x = torch.empty(1)
+            who = dist.recv(x, tag=9)
+            assert x.item() == who, (who, x)
+            seen.add(who)
+        assert seen == set(range(1, n)), seen
+    else:
+        dist.send(torch.full((1,), float(r)), dst=0, tag=9)
     raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)), "dtype")
     # monitored barrier: rank n-1 does not come; rank 0 names it
     if r == 0:
