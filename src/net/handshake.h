@@ -78,6 +78,7 @@ struct loom_hs {
     size_t received, sent;       /* bytes read from and sent to the peer    */
     char peer[96];
     char err[512];
+    size_t why_off;              /* err past "<name> handshake with <peer>: " */
 };
 
 /* struct loom_hs holds no pointer into itself: it may be moved (copied)
@@ -105,6 +106,18 @@ int loom_hs_step(struct loom_hs *hs);
 /* Step until done, an error, the deadline, or wake_fd (>= 0) readable
  * (LOOM_ERROR_ABORTED). */
 loom_result_t loom_hs_run(struct loom_hs *hs, int wake_fd);
+
+/* Once failed: hs->err without the words naming the protocol and the peer
+ * (the refusal's reason itself, when the other side refused), for a user
+ * whose message names the peer first. */
+const char *loom_hs_why(const struct loom_hs *hs);
+/* The same as a predicate for "<peer> ...": a job key that does not match
+ * (connect side) says so and how to fix it; else "failed the <name>
+ * handshake: why". Returns buf. */
+const char *loom_hs_blame(const struct loom_hs *hs, char *buf, size_t len);
+/* Connect side: the whole hello is sent (the acceptor may hold the socket
+ * as its peer's already). */
+int loom_hs_hello_sent(const struct loom_hs *hs);
 
 /* Accept side, once done: the payload the connector sent. */
 const uint8_t *loom_hs_payload(const struct loom_hs *hs, size_t *len);
