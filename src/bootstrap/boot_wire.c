@@ -8,15 +8,9 @@
 #include "bootstrap/boot_wire.h"
 #include "net/net.h"
 
-const struct loom_hs_proto loom_boot_hs = {
-    .name = "bootstrap",
-    .ctx = LOOM_BOOT_CTX,
-    .chal_magic = LOOM_BOOT_CHAL_MAGIC,
-    .hello_magic = LOOM_BOOT_HELLO_MAGIC,
-    .proof_magic = LOOM_BOOT_PROOF_MAGIC,
-    .version = LOOM_BOOT_VERSION,
-    .payload_max = LOOM_BOOT_HELLO_LEN + LOOM_BOOT_ENTRY_MAX,
-};
+const struct loom_hs_proto loom_boot_hs = LOOM_HS_PROTO(
+    "bootstrap", LOOM_BOOT_CTX, LOOM_BOOT_CHAL_MAGIC, LOOM_BOOT_HELLO_MAGIC, LOOM_BOOT_PROOF_MAGIC,
+    LOOM_BOOT_VERSION, LOOM_BOOT_HELLO_LEN + LOOM_BOOT_ENTRY_MAX, NULL);
 
 void loom_boot_hello_encode(const struct loom_boot_hello *h, uint8_t *out)
 {
@@ -27,8 +21,8 @@ void loom_boot_hello_encode(const struct loom_boot_hello *h, uint8_t *out)
         memcpy(out + LOOM_BOOT_HELLO_LEN, h->entry, h->entry_len);
 }
 
-int loom_boot_hello_decode(const uint8_t *in, size_t len, struct loom_boot_hello *h,
-                           char *why, size_t whylen)
+int loom_boot_hello_decode(const uint8_t *in, size_t len, struct loom_boot_hello *h, char *why,
+                           size_t whylen)
 {
     if (len < LOOM_BOOT_HELLO_LEN) {
         snprintf(why, whylen, "a bootstrap hello of %zu bytes, at least %d expected", len,

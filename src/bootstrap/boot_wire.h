@@ -30,7 +30,7 @@
 #define LOOM_BOOT_CHAL_MAGIC 0x48434c42u   /* "BLCH" */
 #define LOOM_BOOT_PROOF_MAGIC 0x52504c42u  /* "BLPR" */
 #define LOOM_BOOT_VERSION 4
-#define LOOM_BOOT_HELLO_LEN 16             /* the payload before the entry */
+#define LOOM_BOOT_HELLO_LEN 16 /* the payload before the entry */
 #define LOOM_BOOT_ENTRY_MAX 1024
 #define LOOM_BOOT_ANSWER_LEN 8
 #define LOOM_BOOT_CTX "boot"
@@ -43,7 +43,7 @@ struct loom_boot_hello {
     uint32_t rank;
     uint32_t nranks;
     uint64_t table_hash;
-    const uint8_t *entry;        /* decode: into the payload               */
+    const uint8_t *entry; /* decode: into the payload               */
     size_t entry_len;
 };
 
@@ -51,7 +51,7 @@ struct loom_boot_hello {
 void loom_boot_hello_encode(const struct loom_boot_hello *h, uint8_t *out);
 /* A payload of len bytes: 0 with *h set, or -1 (why) when it is shorter
  * than its fixed part. */
-int loom_boot_hello_decode(const uint8_t *in, size_t len, struct loom_boot_hello *h,
-                           char *why, size_t whylen);
+int loom_boot_hello_decode(const uint8_t *in, size_t len, struct loom_boot_hello *h, char *why,
+                           size_t whylen);
 
 #endif

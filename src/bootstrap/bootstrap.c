@@ -74,7 +74,7 @@ static uint64_t new_comm_id(void)
 struct boot_conn {
     int fd;
     char from[LOOM_NET_ADDRSTR_MAX];
-    struct loom_hs hs;               /* until its hello is proved and taken */
+    struct loom_hs hs; /* until its hello is proved and taken */
 };
 
 /* Best effort: tell a refused rank why (why < 0 is sent as its status),
@@ -160,9 +160,10 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
     if (why == LOOM_ERROR_PROTOCOL) {
         /* msg says what was wrong */
     } else if (h.rank >= (uint32_t)p->nranks || rank == 0) {
-        snprintf(msg, sizeof msg, "a process at %s claims rank %u, which is not in "
-                 "1..%d (rank 0 has %d ranks)", c->from, h.rank,
-                 p->nranks - 1, p->nranks);
+        snprintf(msg, sizeof msg,
+                 "a process at %s claims rank %u, which is not in "
+                 "1..%d (rank 0 has %d ranks)",
+                 c->from, h.rank, p->nranks - 1, p->nranks);
         why = LOOM_ERROR_MISMATCH;
     } else if (nranks != (uint32_t)p->nranks) {
         snprintf(msg, sizeof msg, "%s was started with %u ranks, rank 0 has %d",
@@ -213,8 +214,7 @@ static int root_read(struct root_state *st, struct boot_conn *c, double deadline
         return 0;
     if (rc < 0) {
         /* the key before the hello: nothing it claims is trusted until then */
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from,
-                  c->hs.err);
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from, c->hs.err);
         loom_hs_free(&c->hs);
         close(c->fd);
         return -1;
@@ -311,16 +311,14 @@ static void boot_notify(void *ctx)
 
 /* Take a socket handed over by the service: its handshake starts (rank 0
  * challenges first). */
-static int root_adopt(struct root_state *st, struct boot_conn *c, int fd,
-                      const char *from, double deadline)
+static int root_adopt(struct root_state *st, struct boot_conn *c, int fd, const char *from,
+                      double deadline)
 {
     c->fd = fd;
     snprintf(c->from, sizeof c->from, "%s", from);
     loom_net_set_nonblock(fd);
-    if (loom_hs_accept(&c->hs, &loom_boot_hs, st->key, fd, from, NULL,
-                       deadline - loom_now()) < 0) {
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from,
-                  c->hs.err);
+    if (loom_hs_accept(&c->hs, &loom_boot_hs, st->key, fd, from, NULL, deadline - loom_now()) < 0) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from, c->hs.err);
         loom_hs_free(&c->hs);
         close(fd);
         return -1;
@@ -616,8 +614,10 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
         goto out;
     }
     uint8_t hello[LOOM_BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN];
-    struct loom_boot_hello h = {.rank = (uint32_t)p->rank, .nranks = (uint32_t)p->nranks,
-                                .table_hash = p->table_hash, .entry = entry,
+    struct loom_boot_hello h = {.rank = (uint32_t)p->rank,
+                                .nranks = (uint32_t)p->nranks,
+                                .table_hash = p->table_hash,
+                                .entry = entry,
                                 .entry_len = LOOM_OOB_ENTRY_LEN};
     loom_boot_hello_encode(&h, hello);
     struct loom_hs hs;

@@ -248,8 +248,7 @@ static int fail(struct loom_hs *hs, loom_result_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    int n = snprintf(hs->err, sizeof hs->err, "%s handshake with %s: ", hs->proto->name,
-                     hs->peer);
+    int n = snprintf(hs->err, sizeof hs->err, "%s handshake with %s: ", hs->proto->name, hs->peer);
     hs->why_off = n > 0 && (size_t)n < sizeof hs->err ? (size_t)n : 0;
     snprintf(hs->err + hs->why_off, sizeof hs->err - hs->why_off, "%s", what);
     hs->state = HS_FAILED;
@@ -395,8 +394,8 @@ static int step_accept(struct loom_hs *hs);
 static int refuse(struct loom_hs *hs, loom_result_t code, const char *why)
 {
     hs->code = code;
-    int n = snprintf(hs->err, sizeof hs->err, "%s handshake with %s: refused its hello: ",
-                     hs->proto->name, hs->peer);
+    int n = snprintf(hs->err, sizeof hs->err,
+                     "%s handshake with %s: refused its hello: ", hs->proto->name, hs->peer);
     hs->why_off = n > 0 && (size_t)n < sizeof hs->err ? (size_t)n : 0;
     snprintf(hs->err + hs->why_off, sizeof hs->err - hs->why_off, "%s", why);
     hs->io_len = loom_hs_refusal_make(hs->proto, hs->key, code, why, hs->io);
@@ -599,8 +598,10 @@ const char *loom_hs_why(const struct loom_hs *hs)
 const char *loom_hs_blame(const struct loom_hs *hs, char *buf, size_t len)
 {
     if (hs->code == LOOM_ERROR_MISMATCH && !hs->accept)
-        snprintf(buf, len, "rejected this rank's job key: %s (LOOM_JOB_KEY / "
-                 "LOOM_JOB_KEY_FILE must be the same on every rank)", loom_hs_why(hs));
+        snprintf(buf, len,
+                 "rejected this rank's job key: %s (LOOM_JOB_KEY / "
+                 "LOOM_JOB_KEY_FILE must be the same on every rank)",
+                 loom_hs_why(hs));
     else
         snprintf(buf, len, "failed the %s handshake: %s", hs->proto->name, loom_hs_why(hs));
     return buf;

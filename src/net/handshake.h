@@ -53,6 +53,14 @@ struct loom_hs_proto {
                  size_t whylen);
 };
 
+/* A protocol description, in struct loom_hs_proto's order: each user's
+ * table is then one line of its constants. */
+#define LOOM_HS_PROTO(name_, ctx_, chal_, hello_, proof_, version_, max_, check_)                  \
+    {                                                                                              \
+        .name = (name_), .ctx = (ctx_), .chal_magic = (chal_), .hello_magic = (hello_),            \
+        .proof_magic = (proof_), .version = (version_), .payload_max = (max_), .check = (check_)   \
+    }
+
 /* Results of a step (negative: a loom_result_t, hs->err says what). */
 #define LOOM_HS_AGAIN 0  /* wait for hs->events on the socket (0: for the
                           * user, after LOOM_HS_HOLD), or the deadline     */
@@ -78,7 +86,7 @@ struct loom_hs {
     size_t received, sent;       /* bytes read from and sent to the peer    */
     char peer[96];
     char err[512];
-    size_t why_off;              /* err past "<name> handshake with <peer>: " */
+    size_t why_off; /* err past "<name> handshake with <peer>: " */
 };
 
 /* struct loom_hs holds no pointer into itself: it may be moved (copied)

@@ -48,8 +48,7 @@ static void boot_root(const uint8_t *data, size_t size)
     why_ok(rc, why);
     fail_if((rc == 0) != (len >= LOOM_BOOT_HELLO_LEN));
     if (rc == 0) {
-        fail_if(h.entry != msg + LOOM_BOOT_HELLO_LEN ||
-                h.entry_len != len - LOOM_BOOT_HELLO_LEN);
+        fail_if(h.entry != msg + LOOM_BOOT_HELLO_LEN || h.entry_len != len - LOOM_BOOT_HELLO_LEN);
         uint8_t *again = malloc(len);
         fail_if(!again);
         loom_boot_hello_encode(&h, again);
@@ -66,7 +65,8 @@ static void tcp_side(const uint8_t *data, size_t size)
         return;
     size_t len = size - 2 < 64 ? size - 2 : 64;
     uint8_t *msg = copy(data + 2, len);
-    struct loom_tcp_hello_expect e = {.rank = data[0] & 7, .nranks = 8,
+    struct loom_tcp_hello_expect e = {.rank = data[0] & 7,
+                                      .nranks = 8,
                                       .nsocks = 1 + (data[1] & 3),
                                       .comm_id = len >= 16 ? loom_get_le64(msg + 8) : 0};
     struct loom_tcp_hello h;

@@ -233,12 +233,14 @@ END_TEST
 static size_t make_hello(const struct loom_auth_key *key, const uint8_t *ca,
                          const uint8_t *cc, uint8_t *out)
 {
-    struct loom_boot_hello h = {.rank = 1, .nranks = 2, .table_hash = 0x1234,
-                                .entry = (const uint8_t *)"ep-1", .entry_len = 5};
+    struct loom_boot_hello h = {.rank = 1,
+                                .nranks = 2,
+                                .table_hash = 0x1234,
+                                .entry = (const uint8_t *)"ep-1",
+                                .entry_len = 5};
     uint8_t payload[LOOM_BOOT_HELLO_LEN + 5];
     loom_boot_hello_encode(&h, payload);
-    ck_assert_int_eq(loom_hs_hello_make(&loom_boot_hs, key, ca, cc, payload, sizeof payload,
-                                        out),
+    ck_assert_int_eq(loom_hs_hello_make(&loom_boot_hs, key, ca, cc, payload, sizeof payload, out),
                      LOOM_SUCCESS);
     return LOOM_HS_HEAD_LEN + sizeof payload + LOOM_HS_TRAILER_LEN;
 }
@@ -257,8 +259,7 @@ START_TEST(test_boot_wire)
     size_t len = make_hello(&key, ca, cc, msg), need = 0;
     ck_assert_int_eq(loom_hs_head_check(bp, msg, &need, why, sizeof why), LOOM_SUCCESS);
     ck_assert_uint_eq(need, len);
-    ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca, msg, len, why, sizeof why),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca, msg, len, why, sizeof why), LOOM_SUCCESS);
     ck_assert_int_eq(loom_hs_hello_verify(bp, &other, ca, msg, len, why, sizeof why),
                      LOOM_ERROR_MISMATCH);
     ck_assert_str_eq(why, "job key does not match (another job, or another key)");
@@ -279,17 +280,14 @@ START_TEST(test_boot_wire)
     ck_assert_int_eq(loom_hs_proof_make(bp, &key, ca, msg, len, proof), LOOM_SUCCESS);
     ck_assert_int_eq(loom_hs_proof_check(bp, &key, proof, ca, cc, msg, len, why, sizeof why),
                      LOOM_SUCCESS);
-    ck_assert_int_eq(loom_hs_proof_check(bp, &other, proof, ca, cc, msg, len, why,
-                                         sizeof why),
+    ck_assert_int_eq(loom_hs_proof_check(bp, &other, proof, ca, cc, msg, len, why, sizeof why),
                      LOOM_ERROR_MISMATCH);
-    ck_assert_int_eq(loom_hs_proof_check(bp, &none, proof, ca, cc, msg, len, why,
-                                         sizeof why),
+    ck_assert_int_eq(loom_hs_proof_check(bp, &none, proof, ca, cc, msg, len, why, sizeof why),
                      LOOM_ERROR_MISMATCH);
     ck_assert_str_eq(why, "job key does not match (it has a job key, this side has none)");
     /* No key on either side: the exchange still runs, with no mac. */
     len = make_hello(&none, ca, cc, msg);
-    ck_assert_int_eq(loom_hs_hello_verify(bp, &none, ca, msg, len, why, sizeof why),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &none, ca, msg, len, why, sizeof why), LOOM_SUCCESS);
     ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca, msg, len, why, sizeof why),
                      LOOM_ERROR_MISMATCH);
     ck_assert_str_eq(why, "job key does not match (it has no job key, this side has one)");
@@ -303,8 +301,7 @@ START_TEST(test_boot_wire)
     ck_assert_uint_eq(h.table_hash, 0x1234);
     ck_assert_uint_eq(h.entry_len, 5);
     ck_assert_str_eq((const char *)h.entry, "ep-1");
-    ck_assert_int_eq(loom_boot_hello_decode(msg + LOOM_HS_HEAD_LEN, 15, &h, why, sizeof why),
-                     -1);
+    ck_assert_int_eq(loom_boot_hello_decode(msg + LOOM_HS_HEAD_LEN, 15, &h, why, sizeof why), -1);
     ck_assert_str_eq(why, "a bootstrap hello of 15 bytes, at least 16 expected");
     /* Head checks: oversized hello, wrong version, wrong magic. */
     loom_put_le32(msg + 8, LOOM_BOOT_HELLO_LEN + LOOM_BOOT_ENTRY_MAX + 1);
@@ -322,8 +319,7 @@ START_TEST(test_boot_wire)
     ck_assert_int_eq(loom_hs_chal_check(bp, &key, chal, got, why, sizeof why), LOOM_SUCCESS);
     ck_assert_mem_eq(got, ca, 32);
     chal[0] ^= 1;
-    ck_assert_int_eq(loom_hs_chal_check(bp, &key, chal, got, why, sizeof why),
-                     LOOM_ERROR_PROTOCOL);
+    ck_assert_int_eq(loom_hs_chal_check(bp, &key, chal, got, why, sizeof why), LOOM_ERROR_PROTOCOL);
 }
 END_TEST
 

@@ -685,8 +685,11 @@ static int key_stranger_main(int rank, int nranks, void *arg)
     loom_put_le16(h + 4, LOOM_BOOT_VERSION);
     loom_put_le16(h + 6, LOOM_AUTH_FLAG_KEYED);
     loom_put_le32(h + 8, 0xffffffffu);
-    struct loom_boot_hello hh = {.rank = 1, .nranks = 2, .table_hash = 0x1234abcdull,
-                                 .entry = (const uint8_t *)"12345678", .entry_len = 8};
+    struct loom_boot_hello hh = {.rank = 1,
+                                 .nranks = 2,
+                                 .table_hash = 0x1234abcdull,
+                                 .entry = (const uint8_t *)"12345678",
+                                 .entry_len = 8};
     loom_boot_hello_encode(&hh, h + LOOM_HS_HEAD_LEN);
     int bad = 0;
     bad |= send(fds[0], junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk;

@@ -167,9 +167,9 @@ static int pending_add(struct loom_tx *tx, int *other, double deadline)
     struct loom_link_pending *pd = &l->pending[l->npending++];
     pd->fd = sv[0];
     snprintf(pd->from, sizeof pd->from, "test");
-    ck_assert_int_eq(loom_hs_accept(&pd->hs, &l->hs, &l->key, sv[0], "test", tx,
-                                    deadline - loom_now()),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(
+        loom_hs_accept(&pd->hs, &l->hs, &l->key, sv[0], "test", tx, deadline - loom_now()),
+        LOOM_SUCCESS);
     *other = sv[1];
     return sv[0];
 }
@@ -184,13 +184,10 @@ static void hello_start(struct loom_hs *c, struct loom_hs_proto *proto, uint32_t
     memset(h.token, fill, sizeof h.token);
     uint8_t b[LOOM_LINK_HELLO_LEN];
     loom_link_hello_encode(&h, b);
-    *proto = (struct loom_hs_proto){.name = "fake", .ctx = fk_ops.proto.mac_ctx,
-                                    .chal_magic = magic, .hello_magic = magic,
-                                    .proof_magic = magic, .version = LOOM_LINK_VERSION,
-                                    .payload_max = LOOM_LINK_HELLO_LEN};
+    *proto = (struct loom_hs_proto)LOOM_HS_PROTO("fake", fk_ops.proto.mac_ctx, magic, magic, magic,
+                                                 LOOM_LINK_VERSION, LOOM_LINK_HELLO_LEN, NULL);
     loom_auth_key_set(k, key, key ? strlen(key) : 0);
-    ck_assert_int_eq(loom_hs_connect(c, proto, k, fd, "rank 2", b, sizeof b, 10.0),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_connect(c, proto, k, fd, "rank 2", b, sizeof b, 10.0), LOOM_SUCCESS);
 }
 
 /* Step the link's pending socket fd and the connector c until neither
@@ -209,8 +206,8 @@ static int hs_pump(struct loom_tx *tx, int fd, struct loom_hs *c)
 
 /* Offer a hello to rank 2 (key: its job key) from rank 1 (ckey, magic,
  * its fields); whether the socket was taken as rank 1's control socket. */
-static int offer_as(const char *key, const char *ckey, uint32_t magic, uint32_t from,
-                    uint32_t to, uint64_t comm, uint8_t fill, int started)
+static int offer_as(const char *key, const char *ckey, uint32_t magic, uint32_t from, uint32_t to,
+                    uint64_t comm, uint8_t fill, int started)
 {
     struct loom_tx *tx = tx_new(2, key);
     if (started)
@@ -330,16 +327,15 @@ START_TEST(test_connector_refused)
         lp->ctl = LOOM_LINK_CS_HS;
         lp->hs = malloc(sizeof *lp->hs);
         uint8_t b[LOOM_LINK_HELLO_LEN] = {0};
-        ck_assert_int_eq(loom_hs_connect(lp->hs, &l->hs, &l->key, sv[0], "rank 2", b, sizeof b,
-                                         10.0),
-                         LOOM_SUCCESS);
+        ck_assert_int_eq(
+            loom_hs_connect(lp->hs, &l->hs, &l->key, sv[0], "rank 2", b, sizeof b, 10.0),
+            LOOM_SUCCESS);
         struct loom_hs a;
         struct loom_auth_key ak;
         loom_auth_key_set(&ak, good ? "sesame" : "sesamf", 6);
         struct loom_hs_proto ap = l->hs;
         ap.check = NULL;
-        ck_assert_int_eq(loom_hs_accept(&a, &ap, &ak, sv[1], "rank 1", NULL, 10.0),
-                         LOOM_SUCCESS);
+        ck_assert_int_eq(loom_hs_accept(&a, &ap, &ak, sv[1], "rank 1", NULL, 10.0), LOOM_SUCCESS);
         for (int i = 0; i < 20 && !lp->failed && lp->state != LOOM_LINK_S_UP; i++) {
             loom_hs_step(&a);
             loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
@@ -590,8 +586,7 @@ START_TEST(test_bad_frames)
     for (int k = 0; k < 2; k++) {
         int other;
         struct loom_tx *tx = up_pair(&other);
-        struct loom_link_frame f = {.type = k ? 1 : LOOM_LINK_PING,
-                                    .comm_id = k ? COMM : COMM ^ 1};
+        struct loom_link_frame f = {.type = k ? 1 : LOOM_LINK_PING, .comm_id = k ? COMM : COMM ^ 1};
         uint8_t fb[LOOM_LINK_FRAME_LEN];
         loom_link_frame_encode(&fk_ops.proto, &f, fb);
         ck_assert_int_eq(write(other, fb, sizeof fb), (ssize_t)sizeof fb);

@@ -944,8 +944,8 @@ static loom_result_t stranger_hello(const struct sockaddr_in *sin, const char *k
     loom_tcp_hello_encode(&h, hello);
     struct loom_hs hs;
     loom_net_set_nonblock(fd);
-    loom_result_t res = loom_hs_connect(&hs, &loom_tcp_hs, &key, fd, "rank 0", hello,
-                                        sizeof hello, 5.0);
+    loom_result_t res = loom_hs_connect(&hs, &loom_tcp_hs, &key, fd, "rank 0", hello, sizeof hello,
+                                        5.0);
     if (res == LOOM_SUCCESS)
         res = loom_hs_run(&hs, -1);
     loom_hs_free(&hs);
@@ -1080,11 +1080,13 @@ START_TEST(test_hello_check)
         uint32_t to, from, sock;
         const char *why;
     } bad[] = {
-        {98, 0, 3, 1, "communicator id 0x0000000000000062, expected "
-                      "0x0000000000000063 (another job?)"},
+        {98, 0, 3, 1,
+         "communicator id 0x0000000000000062, expected "
+         "0x0000000000000063 (another job?)"},
         {99, 2, 3, 1, "addressed to rank 2 of another instance"},
-        {99, 0, 4, 1, "claims to be rank 4, which connects the other way or "
-                      "does not exist"},
+        {99, 0, 4, 1,
+         "claims to be rank 4, which connects the other way or "
+         "does not exist"},
         {99, 0, 3, 0xffff, "socket index 65535, only 2 per peer"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -29,8 +29,7 @@ void loom_link_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t t
         epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
-static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why,
-                       size_t whylen);
+static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen);
 
 /* The OOB service's thread: a message or a socket arrived. */
 static void oob_notify(void *ctx)
@@ -48,11 +47,10 @@ loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops
     struct loom_link *l = loom_link_of(tx);
     l->ops = ops;
     l->epfd = l->wakefd = l->oobfd = -1;
-    l->hs = (struct loom_hs_proto){
-        .name = ops->name, .ctx = ops->proto.mac_ctx, .chal_magic = ops->proto.hello_magic,
-        .hello_magic = ops->proto.hello_magic, .proof_magic = ops->proto.hello_magic,
-        .version = LOOM_LINK_VERSION, .payload_max = LOOM_LINK_HELLO_LEN,
-        .check = hello_check};
+    const struct loom_link_proto *lp = &ops->proto;
+    l->hs = (struct loom_hs_proto)LOOM_HS_PROTO(ops->name, lp->mac_ctx, lp->hello_magic,
+                                                lp->hello_magic, lp->hello_magic, LOOM_LINK_VERSION,
+                                                LOOM_LINK_HELLO_LEN, hello_check);
     char kerr[256] = "";
     loom_result_t res = loom_auth_key_from_config(&l->key, kerr, sizeof kerr);
     if (res < 0) {
@@ -369,8 +367,7 @@ static void poll_oob(struct loom_tx *tx)
 /* A handshake's epoll events (the peer's hang-up too). */
 static uint32_t hs_epoll(const struct loom_hs *hs)
 {
-    return (hs->events & POLLIN ? EPOLLIN : 0) | (hs->events & POLLOUT ? EPOLLOUT : 0) |
-           EPOLLRDHUP;
+    return (hs->events & POLLIN ? EPOLLIN : 0) | (hs->events & POLLOUT ? EPOLLOUT : 0) | EPOLLRDHUP;
 }
 
 static void refuse(struct loom_tx *tx, int i);
@@ -440,8 +437,7 @@ static void refuse(struct loom_tx *tx, int i)
 /* The handshake's payload check (accept side): a hello to this rank of
  * this communicator from a lower rank whose link this rank started, with
  * the token it gave that rank; held until that rank's blob is applied. */
-static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why,
-                       size_t whylen)
+static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen)
 {
     struct loom_tx *tx = arg;
     struct loom_link_hello h;
@@ -451,8 +447,8 @@ static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why,
     }
     if (h.comm_id != tx->params.comm_id || h.to != (uint32_t)tx->params.rank ||
         h.from >= (uint32_t)tx->params.rank) {
-        snprintf(why, whylen, "a hello from rank %u to rank %u of communicator %016llx",
-                 h.from, h.to, (unsigned long long)h.comm_id);
+        snprintf(why, whylen, "a hello from rank %u to rank %u of communicator %016llx", h.from,
+                 h.to, (unsigned long long)h.comm_id);
         return LOOM_HS_DROP;
     }
     struct loom_link_peer *lp = loom_link_peer(tx, (int)h.from);
@@ -629,19 +625,18 @@ static void start_hs(struct loom_tx *tx, int r, uint32_t events)
                        strerror(errno));
         return;
     }
-    struct loom_link_hello h = {.from = (uint32_t)tx->params.rank, .to = (uint32_t)r,
-                                .comm_id = tx->params.comm_id};
+    struct loom_link_hello h = {
+        .from = (uint32_t)tx->params.rank, .to = (uint32_t)r, .comm_id = tx->params.comm_id};
     memcpy(h.token, lp->rtoken, sizeof h.token);
     uint8_t hello[LOOM_LINK_HELLO_LEN];
     loom_link_hello_encode(&h, hello);
     double limit = tx->params.connect_timeout > 0 ? tx->params.connect_timeout : 120;
     char d[256];
     lp->hs = malloc(sizeof *lp->hs);
-    loom_result_t res =
-        lp->hs ? loom_hs_connect(lp->hs, &l->hs, &l->key, lp->ctl_fd,
-                                 loom_link_describe(tx, r, d, sizeof d), hello, sizeof hello,
-                                 lp->t_start + limit - loom_now())
-               : LOOM_ERROR_NO_MEMORY;
+    loom_result_t res = lp->hs ? loom_hs_connect(lp->hs, &l->hs, &l->key, lp->ctl_fd,
+                                                 loom_link_describe(tx, r, d, sizeof d), hello,
+                                                 sizeof hello, lp->t_start + limit - loom_now())
+                               : LOOM_ERROR_NO_MEMORY;
     if (res < 0) {
         loom_link_fail(tx, r, res, "cannot be sent a control hello: %s",
                        lp->hs ? loom_hs_why(lp->hs) : "out of memory");
@@ -662,7 +657,7 @@ static void step_hs(struct loom_tx *tx, int r)
         return;
     }
     struct epoll_event ev = {.events = rc == LOOM_HS_AGAIN ? hs_epoll(lp->hs)
-                                                          : EPOLLIN | EPOLLRDHUP,
+                                                           : EPOLLIN | EPOLLRDHUP,
                              .data.u64 = LOOM_LINK_EP_PEER(r)};
     epoll_ctl(l->epfd, EPOLL_CTL_MOD, lp->ctl_fd, &ev);
     if (rc == LOOM_HS_AGAIN)

@@ -72,8 +72,8 @@ enum loom_link_state {
 
 enum loom_link_ctl {
     LOOM_LINK_CS_NONE = 0,
-    LOOM_LINK_CS_CONNECTING,     /* lower rank: connect() in progress        */
-    LOOM_LINK_CS_HS,             /* lower rank: the handshake runs (lp->hs)  */
+    LOOM_LINK_CS_CONNECTING, /* lower rank: connect() in progress        */
+    LOOM_LINK_CS_HS,         /* lower rank: the handshake runs (lp->hs)  */
     LOOM_LINK_CS_UP,
 };
 
@@ -101,7 +101,7 @@ struct loom_link_peer {
     int held_data;
 };
 
-struct loom_link_pending {       /* a control socket, its handshake running  */
+struct loom_link_pending { /* a control socket, its handshake running  */
     int fd;
     char from[64];               /* its address, for a refusal's message     */
     struct loom_hs hs;           /* accept side, until the connect timeout   */

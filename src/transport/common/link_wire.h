@@ -32,7 +32,7 @@
  * GOT: w0 as BYE's, sent just before a FAIL; PING: keepalive on an idle
  * link. */
 enum loom_link_frame_type {
-    LOOM_LINK_BYE = 2,           /* 1 was the hello's answer: not a frame */
+    LOOM_LINK_BYE = 2, /* 1 was the hello's answer: not a frame */
     LOOM_LINK_FAIL = 3,
     LOOM_LINK_GOT = 4,
     LOOM_LINK_PING = 5,

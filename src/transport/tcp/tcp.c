@@ -211,8 +211,11 @@ static void notice_encode(const struct loom_link_notice *n, struct loom_tcp_fram
 
 static void notice_decode(const struct loom_tcp_frame *f, struct loom_link_notice *n)
 {
-    struct loom_link_frame lf = {.type = LOOM_LINK_FAIL, .flags = (uint16_t)f->desc,
-                                 .w0 = f->seq, .w1 = f->count, .w2 = f->len};
+    struct loom_link_frame lf = {.type = LOOM_LINK_FAIL,
+                                 .flags = (uint16_t)f->desc,
+                                 .w0 = f->seq,
+                                 .w1 = f->count,
+                                 .w2 = f->len};
     loom_link_notice_decode(&lf, n);
 }
 
@@ -235,8 +238,7 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
         struct loom_link_notice n;
         char why[400];
         notice_decode(f, &n);
-        loom_result_t res =
-            loom_link_notice_apply(tx, r, &n, loom_tcp_describe, why, sizeof why);
+        loom_result_t res = loom_link_notice_apply(tx, r, &n, loom_tcp_describe, why, sizeof why);
         loom_tcp_fail_peer(tx, r, res, "%s", why);
         return 0;
     }
@@ -262,7 +264,7 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
          * reads the hello, proves the key back and watches the socket),
          * though this side still waits for the proof: it hears the frame
          * too, rather than an end of stream without a goodbye. */
-        int fd = sk->fd >= 0                                          ? sk->fd
+        int fd = sk->fd >= 0                                             ? sk->fd
                  : sk->cstate == TCP_CS_HS && loom_hs_hello_sent(sk->hs) ? sk->hs_fd
                                                                          : -1;
         if (fd < 0 || (sk->sendq.head && sk->sendq.head->done))
@@ -893,9 +895,12 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         res = LOOM_ERROR_ABORTED;
     /* Tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it. */
-    struct loom_link_notice n = {
-        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
-        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
+    struct loom_link_notice n = {.culprit = tx->notice_culprit >= 0 ? tx->notice_culprit
+                                                                    : tx->blame - 1,
+                                 .code = res,
+                                 .seq = tx->notice_seq,
+                                 .count = tx->notice_count,
+                                 .desc = tx->notice_desc};
     for (int r = 0; r < tx->params.nranks; r++) {
         if (r == tx->params.rank || tp->peers[r].failed || tp->peers[r].bye)
             continue;

@@ -214,17 +214,19 @@ static void out_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
             out_retry(tx, sk, errno);
             return;
         }
-        struct loom_tcp_hello h = {.from = (uint32_t)p->rank, .to = (uint32_t)sk->peer,
-                                   .comm_id = p->comm_id, .sock = (uint32_t)sk->index};
+        struct loom_tcp_hello h = {.from = (uint32_t)p->rank,
+                                   .to = (uint32_t)sk->peer,
+                                   .comm_id = p->comm_id,
+                                   .sock = (uint32_t)sk->index};
         uint8_t hello[LOOM_TCP_HELLO_LEN];
         loom_tcp_hello_encode(&h, hello);
         sk->hs = malloc(sizeof *sk->hs);
-        loom_result_t res =
-            sk->hs ? loom_hs_connect(sk->hs, &loom_tcp_hs, tp->key, sk->hs_fd,
-                                     loom_tcp_describe(tx, sk->peer, d, sizeof d), hello,
-                                     sizeof hello,
-                                     sk->first_try + p->connect_timeout - loom_now())
-                   : LOOM_ERROR_NO_MEMORY;
+        loom_result_t res = sk->hs
+                                ? loom_hs_connect(sk->hs, &loom_tcp_hs, tp->key, sk->hs_fd,
+                                                  loom_tcp_describe(tx, sk->peer, d, sizeof d),
+                                                  hello, sizeof hello,
+                                                  sk->first_try + p->connect_timeout - loom_now())
+                                : LOOM_ERROR_NO_MEMORY;
         if (res < 0) {
             loom_tcp_fail_peer(tx, sk->peer, res, "cannot be sent a signed hello: %s",
                                sk->hs ? loom_hs_why(sk->hs) : "out of memory");
@@ -316,29 +318,24 @@ static int in_check(void *arg, const uint8_t *payload, size_t len, char *why, si
     struct tcp_in *in = arg;
     struct loom_tx *tx = in->tx;
     struct tcp_priv *tp = tx->priv;
-    struct loom_tcp_hello_expect e = {.rank = tx->params.rank, .nranks = tx->params.nranks,
-                                      .nsocks = tp->nsocks, .comm_id = tx->params.comm_id};
+    struct loom_tcp_hello_expect e = {.rank = tx->params.rank,
+                                      .nranks = tx->params.nranks,
+                                      .nsocks = tp->nsocks,
+                                      .comm_id = tx->params.comm_id};
     int rc = loom_tcp_hello_check(&e, payload, len, &in->hello, why, whylen);
-    if (rc == LOOM_HS_ACCEPT && (tp->peers[in->hello.from].failed ||
-                                 tp->peers[in->hello.from].socks[in->hello.sock].cstate ==
-                                     TCP_CS_UP)) {
-        snprintf(why, whylen, "rank %u socket %u is already connected (or failed)",
-                 in->hello.from, in->hello.sock);
+    if (rc == LOOM_HS_ACCEPT &&
+        (tp->peers[in->hello.from].failed ||
+         tp->peers[in->hello.from].socks[in->hello.sock].cstate == TCP_CS_UP)) {
+        snprintf(why, whylen, "rank %u socket %u is already connected (or failed)", in->hello.from,
+                 in->hello.sock);
         rc = LOOM_HS_DROP;
     }
     return rc;
 }
 
-const struct loom_hs_proto loom_tcp_hs = {
-    .name = "tcp",
-    .ctx = LOOM_TCP_HS_CTX,
-    .chal_magic = LOOM_TCP_CHAL_MAGIC,
-    .hello_magic = LOOM_TCP_HELLO_MAGIC,
-    .proof_magic = LOOM_TCP_PROOF_MAGIC,
-    .version = LOOM_TCP_HS_VERSION,
-    .payload_max = LOOM_TCP_HELLO_LEN,
-    .check = in_check,
-};
+const struct loom_hs_proto loom_tcp_hs = LOOM_HS_PROTO(
+    "tcp", LOOM_TCP_HS_CTX, LOOM_TCP_CHAL_MAGIC, LOOM_TCP_HELLO_MAGIC, LOOM_TCP_PROOF_MAGIC,
+    LOOM_TCP_HS_VERSION, LOOM_TCP_HELLO_LEN, in_check);
 
 static void in_adopt(struct loom_tx *tx, int fd, const char *from)
 {
@@ -392,8 +389,7 @@ static void in_event(struct loom_tx *tx, struct tcp_in *in)
         if (rc == LOOM_ERROR_REMOTE && in->hs.received == 0)
             LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", p->rank, in->hs.err);
         else
-            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a connection: %s", p->rank,
-                      in->hs.err);
+            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a connection: %s", p->rank, in->hs.err);
         in_drop(tp, in, 1);
         return;
     }

@@ -52,12 +52,11 @@ void loom_tcp_hello_decode(const uint8_t *in, struct loom_tcp_hello *h)
     h->sock = loom_get_le32(in + 16);
 }
 
-int loom_tcp_hello_check(const struct loom_tcp_hello_expect *e, const uint8_t *payload,
-                         size_t len, struct loom_tcp_hello *h, char *why, size_t whylen)
+int loom_tcp_hello_check(const struct loom_tcp_hello_expect *e, const uint8_t *payload, size_t len,
+                         struct loom_tcp_hello *h, char *why, size_t whylen)
 {
     if (len != LOOM_TCP_HELLO_LEN) {
-        snprintf(why, whylen, "a tcp hello of %zu bytes, expected %d", len,
-                 LOOM_TCP_HELLO_LEN);
+        snprintf(why, whylen, "a tcp hello of %zu bytes, expected %d", len, LOOM_TCP_HELLO_LEN);
         return LOOM_HS_DROP;
     }
     loom_tcp_hello_decode(payload, h);

@@ -72,7 +72,7 @@ struct loom_tcp_hello_expect {
 /* Acceptor: check a hello's payload (len bytes): its length, communicator,
  * addressee, sender rank and socket index. LOOM_HS_ACCEPT with *h set, or
  * LOOM_HS_DROP (not for this rank: the connector may retry) with why. */
-int loom_tcp_hello_check(const struct loom_tcp_hello_expect *e, const uint8_t *payload,
-                         size_t len, struct loom_tcp_hello *h, char *why, size_t whylen);
+int loom_tcp_hello_check(const struct loom_tcp_hello_expect *e, const uint8_t *payload, size_t len,
+                         struct loom_tcp_hello *h, char *why, size_t whylen);
 
 #endif

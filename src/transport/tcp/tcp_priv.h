@@ -74,12 +74,12 @@ enum tcp_ev_kind { TCP_EV_WAKE = 1, TCP_EV_SOCK, TCP_EV_IN };
  * opens every socket between them; the lower one asks it to (through the
  * out-of-band service) when it needs one first. */
 enum tcp_conn_state {
-    TCP_CS_NONE = 0,    /* not connected, nobody asked                      */
-    TCP_CS_ASKED,       /* lower rank: asked the peer to connect this socket */
-    TCP_CS_WAIT,        /* higher rank: retry after a backoff               */
-    TCP_CS_CONNECTING,  /* connect() in progress                            */
-    TCP_CS_HS,          /* preamble sent; the handshake runs (sk->hs)       */
-    TCP_CS_UP           /* connected and authenticated                      */
+    TCP_CS_NONE = 0,   /* not connected, nobody asked                      */
+    TCP_CS_ASKED,      /* lower rank: asked the peer to connect this socket */
+    TCP_CS_WAIT,       /* higher rank: retry after a backoff               */
+    TCP_CS_CONNECTING, /* connect() in progress                            */
+    TCP_CS_HS,         /* preamble sent; the handshake runs (sk->hs)       */
+    TCP_CS_UP          /* connected and authenticated                      */
 };
 
 struct tcp_sock {
@@ -102,14 +102,14 @@ struct tcp_sock {
     int connecting;        /* on tp->pending                              */
     double first_try, next_try, backoff;
     int last_errno;
-    struct loom_hs *hs;    /* while cstate is TCP_CS_HS                   */
+    struct loom_hs *hs; /* while cstate is TCP_CS_HS                   */
 };
 
 /* A socket a higher rank opened to this one, before its hello says who. */
 struct tcp_in {
     int evkind;            /* TCP_EV_IN                                   */
     int fd;
-    struct loom_tx *tx;    /* for the hello's check                      */
+    struct loom_tx *tx;          /* for the hello's check                      */
     struct loom_tcp_hello hello; /* once accepted                       */
     struct loom_hs hs;
     char from[LOOM_NET_ADDRSTR_MAX];
