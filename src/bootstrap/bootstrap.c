@@ -74,8 +74,17 @@ static uint64_t new_comm_id(void)
 struct boot_conn {
     int fd;
     char from[LOOM_NET_ADDRSTR_MAX];
-    struct loom_hs hs; /* until its hello is proved and taken */
+    struct loom_hs *hs; /* until its hello is proved and taken */
 };
+
+static void conn_hs_end(struct boot_conn *c)
+{
+    if (!c->hs)
+        return;
+    loom_hs_free(c->hs);
+    free(c->hs);
+    c->hs = NULL;
+}
 
 /* Best effort: tell a refused rank why (why < 0 is sent as its status),
  * then close. */
@@ -141,7 +150,7 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
 {
     const struct loom_boot_params *p = st->p;
     size_t len = 0;
-    const uint8_t *payload = loom_hs_payload(&c->hs, &len);
+    const uint8_t *payload = loom_hs_payload(c->hs, &len);
     struct loom_boot_hello h;
     char msg[BOOT_MSG_MAX], d[256];
     loom_result_t why = LOOM_ERROR_INVALID_ARGUMENT;
@@ -206,21 +215,22 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
 /* Step c's handshake. Returns 1 taken, 0 still waiting, -1 closed. */
 static int root_read(struct root_state *st, struct boot_conn *c, double deadline)
 {
-    size_t sent = c->hs.sent, received = c->hs.received;
-    int rc = loom_hs_step(&c->hs);
-    boot_count.sent += c->hs.sent - sent;
-    boot_count.received += c->hs.received - received;
+    size_t sent = c->hs->sent, received = c->hs->received;
+    int rc = loom_hs_step(c->hs);
+    boot_count.sent += c->hs->sent - sent;
+    boot_count.received += c->hs->received - received;
     if (rc == LOOM_HS_AGAIN)
         return 0;
     if (rc < 0) {
         /* the key before the hello: nothing it claims is trusted until then */
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from, c->hs.err);
-        loom_hs_free(&c->hs);
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from,
+                  c->hs->err);
+        conn_hs_end(c);
         close(c->fd);
         return -1;
     }
     int taken = root_take(st, c, deadline);
-    loom_hs_free(&c->hs);
+    conn_hs_end(c);
     return taken ? 1 : -1;
 }
 
@@ -317,9 +327,15 @@ static int root_adopt(struct root_state *st, struct boot_conn *c, int fd, const 
     c->fd = fd;
     snprintf(c->from, sizeof c->from, "%s", from);
     loom_net_set_nonblock(fd);
-    if (loom_hs_accept(&c->hs, &loom_boot_hs, st->key, fd, from, NULL, deadline - loom_now()) < 0) {
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from, c->hs.err);
-        loom_hs_free(&c->hs);
+    c->hs = malloc(sizeof *c->hs);
+    if (!c->hs) {
+        close(fd);
+        return -1;
+    }
+    if (loom_hs_accept(c->hs, &loom_boot_hs, st->key, fd, from, NULL, deadline - loom_now()) < 0) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from,
+                  c->hs->err);
+        conn_hs_end(c);
         close(fd);
         return -1;
     }
@@ -401,7 +417,7 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                 LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped silent connection "
                           "from %s", conns[0].from);
                 close(conns[0].fd);
-                loom_hs_free(&conns[0].hs);
+                conn_hs_end(&conns[0]);
                 conns[0] = conns[--nconn];
             }
             if (root_adopt(&st, &conns[nconn], fd, from, deadline) == 0)
@@ -410,7 +426,7 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
         pfds[0] = (struct pollfd){.fd = evfd, .events = POLLIN};
         pfds[1] = (struct pollfd){.fd = bw->abort, .events = POLLIN};
         for (int i = 0; i < nconn; i++)
-            pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = conns[i].hs.events};
+            pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = conns[i].hs->events};
         double until = st.fatal < 0 ? linger_until : deadline;
         if (st.fatal == LOOM_SUCCESS && report_at < until)
             until = report_at;
@@ -484,7 +500,7 @@ out:
     if (conns)
         for (int i = 0; i < nconn; i++) {
             close(conns[i].fd);
-            loom_hs_free(&conns[i].hs);
+            conn_hs_end(&conns[i]);
         }
     /* sockets handed over that nobody read */
     int fd;

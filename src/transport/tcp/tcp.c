@@ -264,9 +264,7 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
          * reads the hello, proves the key back and watches the socket),
          * though this side still waits for the proof: it hears the frame
          * too, rather than an end of stream without a goodbye. */
-        int fd = sk->fd >= 0                                             ? sk->fd
-                 : sk->cstate == TCP_CS_HS && loom_hs_hello_sent(sk->hs) ? sk->hs_fd
-                                                                         : -1;
+        int fd = sk->fd >= 0 ? sk->fd : sk->hs && loom_hs_hello_sent(sk->hs) ? sk->hs_fd : -1;
         if (fd < 0 || (sk->sendq.head && sk->sendq.head->done))
             continue;
         if (send(fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
