@@ -320,7 +320,7 @@ static void boot_notify(void *ctx)
 }
 
 /* Take a socket handed over by the service: its handshake starts (rank 0
- * challenges first). */
+ * challenges first). As root_read: 1 taken, 0 pending, -1 closed. */
 static int root_adopt(struct root_state *st, struct boot_conn *c, int fd, const char *from,
                       double deadline)
 {
@@ -339,7 +339,7 @@ static int root_adopt(struct root_state *st, struct boot_conn *c, int fd, const 
         close(fd);
         return -1;
     }
-    return root_read(st, c, deadline) < 0 ? -1 : 0;
+    return root_read(st, c, deadline);
 }
 
 /* c joined after the job failed: it hears why at once. */
@@ -420,8 +420,12 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                 conn_hs_end(&conns[0]);
                 conns[0] = conns[--nconn];
             }
-            if (root_adopt(&st, &conns[nconn], fd, from, deadline) == 0)
+            /* a quick rank's hello may be taken at once */
+            int r = root_adopt(&st, &conns[nconn], fd, from, deadline);
+            if (r == 0)
                 nconn++;
+            else if (r == 1 && st.fatal < 0)
+                root_late(&st, &conns[nconn]);
         }
         pfds[0] = (struct pollfd){.fd = evfd, .events = POLLIN};
         pfds[1] = (struct pollfd){.fd = bw->abort, .events = POLLIN};
