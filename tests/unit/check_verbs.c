@@ -1498,8 +1498,8 @@ static int strangers_main(int rank, int n, void *arg)
         return rc;
     uint8_t sb[5000], rb[5000];
     if (rank == 0) {
-        /* hellos as rank 0 to rank 1 before any connection (no token
-         * exists), then with a wrong token once one does */
+        /* a bare hello payload as rank 0 to rank 1, no handshake around
+         * it, before any connection and once one exists */
         for (int k = 0; k < 2; k++) {
             if (k == 1 && tx_exchange(tx, rank, sb, rb, 16, 100))
                 return 20;
