@@ -1,10 +1,10 @@
 /* bootstrap.c - rendezvous through rank 0 (see bootstrap.h).
  *
- * The wire and the checks on what a peer sends are in boot_wire.h: rank 0
- * sends a challenge on every accepted connection; the rank answers with its
- * hello signed with the job key (auth.h); rank 0 checks the key before it
- * looks at the hello, proves the key back, and answers with all endpoints
- * once everyone is in. Every length read is bounded before use; a
+ * The wire and the checks on what a peer sends are in boot_wire.h: every
+ * connection opens with the handshake of every Loom socket (net/handshake.h):
+ * rank 0 challenges, the rank's hello is signed with the job key, rank 0
+ * checks the key before it looks at the hello and proves the key back; it
+ * answers with all endpoints once everyone is in. Every length read is bounded before use; a
  * connection that is not a rank of this job is logged and dropped, and the
  * rendezvous goes on. */
 #include "build_config.h"
@@ -31,7 +31,6 @@
 
 #define BOOT_ANSWER_MAGIC LOOM_BOOT_ANSWER_MAGIC
 #define BOOT_VERSION LOOM_BOOT_VERSION
-#define BOOT_HELLO_LEN LOOM_BOOT_HELLO_LEN
 #define BOOT_ANSWER_LEN LOOM_BOOT_ANSWER_LEN
 #define BOOT_MSG_MAX 1024
 #define BOOT_NRANKS_MAX (1 << 20)
@@ -74,11 +73,18 @@ static uint64_t new_comm_id(void)
 
 struct boot_conn {
     int fd;
-    size_t got, need;
     char from[LOOM_NET_ADDRSTR_MAX];
-    uint8_t ca[LOOM_AUTH_CHAL_LEN];  /* the challenge sent to it */
-    uint8_t buf[BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN + LOOM_BOOT_AUTH_LEN];
+    struct loom_hs *hs; /* until its hello is proved and taken */
 };
+
+static void conn_hs_end(struct boot_conn *c)
+{
+    if (!c->hs)
+        return;
+    loom_hs_free(c->hs);
+    free(c->hs);
+    c->hs = NULL;
+}
 
 /* Best effort: tell a refused rank why (why < 0 is sent as its status),
  * then close. */
@@ -143,16 +149,30 @@ struct root_state {
 static int root_take(struct root_state *st, struct boot_conn *c, double deadline)
 {
     const struct loom_boot_params *p = st->p;
-    int rank = (int)loom_get_le32(c->buf + 8);
-    uint32_t nranks = loom_get_le32(c->buf + 12);
-    uint64_t hash = loom_get_le64(c->buf + 16);
-    uint32_t ep_len = loom_get_le32(c->buf + 24);
+    size_t len = 0;
+    const uint8_t *payload = loom_hs_payload(c->hs, &len);
+    struct loom_boot_hello h;
     char msg[BOOT_MSG_MAX], d[256];
     loom_result_t why = LOOM_ERROR_INVALID_ARGUMENT;
-    if (loom_get_le32(c->buf + 8) >= (uint32_t)p->nranks || rank == 0) {
-        snprintf(msg, sizeof msg, "a process at %s claims rank %u, which is not in "
-                 "1..%d (rank 0 has %d ranks)", c->from, loom_get_le32(c->buf + 8),
-                 p->nranks - 1, p->nranks);
+    int rank = -1;
+    uint32_t nranks = 0;
+    uint64_t hash = 0;
+    size_t ep_len = 0;
+    if (loom_boot_hello_decode(payload, len, &h, msg, sizeof msg) == 0) {
+        rank = (int)h.rank;
+        nranks = h.nranks;
+        hash = h.table_hash;
+        ep_len = h.entry_len;
+    } else {
+        why = LOOM_ERROR_PROTOCOL;
+    }
+    if (why == LOOM_ERROR_PROTOCOL) {
+        /* msg says what was wrong */
+    } else if (h.rank >= (uint32_t)p->nranks || rank == 0) {
+        snprintf(msg, sizeof msg,
+                 "a process at %s claims rank %u, which is not in "
+                 "1..%d (rank 0 has %d ranks)",
+                 c->from, h.rank, p->nranks - 1, p->nranks);
         why = LOOM_ERROR_MISMATCH;
     } else if (nranks != (uint32_t)p->nranks) {
         snprintf(msg, sizeof msg, "%s was started with %u ranks, rank 0 has %d",
@@ -166,7 +186,7 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
                  (unsigned long long)p->table_hash);
         why = LOOM_ERROR_MISMATCH;
     } else if (ep_len != LOOM_OOB_ENTRY_LEN) {
-        snprintf(msg, sizeof msg, "%s sent a %u-byte entry, expected %d",
+        snprintf(msg, sizeof msg, "%s sent a %zu-byte entry, expected %d",
                  describe(p, rank, d, sizeof d), ep_len, LOOM_OOB_ENTRY_LEN);
         why = LOOM_ERROR_PROTOCOL;
     } else if (st->rank_fd[rank] >= 0) {
@@ -174,8 +194,7 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
                  describe(p, rank, d, sizeof d), c->from);
         why = LOOM_ERROR_MISMATCH;
     } else {
-        memcpy(st->table + (size_t)rank * LOOM_OOB_ENTRY_LEN, c->buf + BOOT_HELLO_LEN,
-               LOOM_OOB_ENTRY_LEN);
+        memcpy(st->table + (size_t)rank * LOOM_OOB_ENTRY_LEN, h.entry, LOOM_OOB_ENTRY_LEN);
         st->rank_fd[rank] = c->fd;
         st->joined++;
         LOOM_TRACE(LOOM_SUB_BOOT, "bootstrap: rank %d joined from %s (%d of %d)",
@@ -193,63 +212,26 @@ static int root_take(struct root_state *st, struct boot_conn *c, double deadline
     return 0;
 }
 
-/* Read what arrived on c. Returns 1 taken, 0 still waiting, -1 closed. */
+/* Step c's handshake. Returns 1 taken, 0 still waiting, -1 closed. */
 static int root_read(struct root_state *st, struct boot_conn *c, double deadline)
 {
-    ssize_t n = recv(c->fd, c->buf + c->got, c->need - c->got, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    size_t sent = c->hs->sent, received = c->hs->received;
+    int rc = loom_hs_step(c->hs);
+    boot_count.sent += c->hs->sent - sent;
+    boot_count.received += c->hs->received - received;
+    if (rc == LOOM_HS_AGAIN)
         return 0;
-    if (n <= 0) {
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: connection from %s ended before its "
-                  "hello: %s", c->from, n == 0 ? "end of stream" : strerror(errno));
+    if (rc < 0) {
+        /* the key before the hello: nothing it claims is trusted until then */
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from,
+                  c->hs->err);
+        conn_hs_end(c);
         close(c->fd);
         return -1;
     }
-    c->got += (size_t)n;
-    boot_count.received += (uint64_t)n;
-    char why[300];
-    if (c->got == BOOT_HELLO_LEN && c->need == BOOT_HELLO_LEN) {
-        int rc = loom_boot_hello_head_check(c->buf, LOOM_OOB_ENTRY_LEN, &c->need, why,
-                                            sizeof why);
-        if (rc == LOOM_BOOT_DROP) {
-            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s",
-                      c->from, why);
-            close(c->fd);
-            return -1;
-        }
-        if (rc != LOOM_BOOT_OK) {
-            LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: refused %s: %s", c->from, why);
-            refuse(c->fd, LOOM_ERROR_PROTOCOL, why, deadline);
-            return -1;
-        }
-    }
-    if (c->got < c->need)
-        return 0;
-    /* The key before the hello: nothing it claims is trusted until then. */
-    if (loom_boot_hello_auth_check(st->key, c->ca, c->buf, c->got, why,
-                                   sizeof why) != LOOM_BOOT_OK) {
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: connection from %s: %s (dropped)",
-                  c->from, why);
-        char msg[BOOT_MSG_MAX];
-        snprintf(msg, sizeof msg, "rank 0 rejected this rank's job key: %s "
-                 "(LOOM_JOB_KEY / LOOM_JOB_KEY_FILE must be the same on every "
-                 "rank)", why);
-        refuse(c->fd, LOOM_ERROR_MISMATCH, msg, deadline);
-        return -1;
-    }
-    size_t hlen = c->got - LOOM_BOOT_AUTH_LEN;
-    uint8_t proof[LOOM_AUTH_MSG_LEN];
-    double d = loom_now() + 1.0 < deadline ? loom_now() + 1.0 : deadline;
-    if (loom_boot_proof_make(st->key, c->ca, c->buf + hlen, c->buf, hlen,
-                             proof) < 0 ||
-        loom_boot_write_all(c->fd, proof, sizeof proof, d, -1) < 0) {
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: "
-                  "could not send the key proof", c->from);
-        close(c->fd);
-        return -1;
-    }
-    boot_count.sent += sizeof proof;
-    return root_take(st, c, deadline) ? 1 : -1;
+    int taken = root_take(st, c, deadline);
+    conn_hs_end(c);
+    return taken ? 1 : -1;
 }
 
 /* "rank 2 (server ...), rank 3 (...) and 5 more" into buf. */
@@ -337,29 +319,37 @@ static void boot_notify(void *ctx)
     }
 }
 
-/* Take a socket handed over by the service: challenge it first. */
-static int root_adopt(struct root_state *st, struct boot_conn *c, int fd,
-                      const char *from)
+/* Take a socket handed over by the service: its handshake starts (rank 0
+ * challenges first). As root_read: 1 taken, 0 pending, -1 closed. */
+static int root_adopt(struct root_state *st, struct boot_conn *c, int fd, const char *from,
+                      double deadline)
 {
     c->fd = fd;
-    c->got = 0;
-    c->need = BOOT_HELLO_LEN;
     snprintf(c->from, sizeof c->from, "%s", from);
-    uint8_t chal[LOOM_AUTH_MSG_LEN];
-    ssize_t sent = -1;
-    if (loom_auth_challenge(c->ca) == LOOM_SUCCESS) {
-        loom_auth_msg_encode(chal, LOOM_BOOT_CHAL_MAGIC, LOOM_BOOT_VERSION,
-                             st->key->set ? LOOM_AUTH_FLAG_KEYED : 0, c->ca);
-        sent = send(fd, chal, sizeof chal, MSG_NOSIGNAL);
-    }
-    if (sent != (ssize_t)sizeof chal) {
-        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: could "
-                  "not send the challenge", c->from);
+    loom_net_set_nonblock(fd);
+    c->hs = malloc(sizeof *c->hs);
+    if (!c->hs) {
         close(fd);
         return -1;
     }
-    boot_count.sent += sizeof chal;
-    return 0;
+    if (loom_hs_accept(c->hs, &loom_boot_hs, st->key, fd, from, NULL, deadline - loom_now()) < 0) {
+        LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped a connection from %s: %s", c->from,
+                  c->hs->err);
+        conn_hs_end(c);
+        close(fd);
+        return -1;
+    }
+    return root_read(st, c, deadline);
+}
+
+/* c joined after the job failed: it hears why at once. */
+static void root_late(struct root_state *st, struct boot_conn *c)
+{
+    for (int q = 1; q < st->p->nranks; q++)
+        if (st->rank_fd[q] == c->fd) {
+            refuse(c->fd, st->fatal, st->refused, loom_now() + 1.0);
+            st->rank_fd[q] = -1;
+        }
 }
 
 static loom_result_t root_exchange(const struct loom_boot_params *p,
@@ -427,15 +417,20 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                 LOOM_WARN(LOOM_SUB_BOOT, "bootstrap: dropped silent connection "
                           "from %s", conns[0].from);
                 close(conns[0].fd);
+                conn_hs_end(&conns[0]);
                 conns[0] = conns[--nconn];
             }
-            if (root_adopt(&st, &conns[nconn], fd, from) == 0)
+            /* a quick rank's hello may be taken at once */
+            int r = root_adopt(&st, &conns[nconn], fd, from, deadline);
+            if (r == 0)
                 nconn++;
+            else if (r == 1 && st.fatal < 0)
+                root_late(&st, &conns[nconn]);
         }
         pfds[0] = (struct pollfd){.fd = evfd, .events = POLLIN};
         pfds[1] = (struct pollfd){.fd = bw->abort, .events = POLLIN};
         for (int i = 0; i < nconn; i++)
-            pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+            pfds[2 + i] = (struct pollfd){.fd = conns[i].fd, .events = conns[i].hs->events};
         double until = st.fatal < 0 ? linger_until : deadline;
         if (st.fatal == LOOM_SUCCESS && report_at < until)
             until = report_at;
@@ -461,14 +456,8 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
         }
         for (int i = 0; i < nconn;) {
             int r = pfds[2 + i].revents ? root_read(&st, &conns[i], deadline) : 0;
-            if (r == 1 && st.fatal < 0) {
-                /* joined after the job failed: it hears why at once */
-                for (int q = 1; q < p->nranks; q++)
-                    if (st.rank_fd[q] == conns[i].fd) {
-                        refuse(conns[i].fd, st.fatal, st.refused, loom_now() + 1.0);
-                        st.rank_fd[q] = -1;
-                    }
-            }
+            if (r == 1 && st.fatal < 0)
+                root_late(&st, &conns[i]);
             if (r == 0) {
                 i++;
                 continue;
@@ -513,8 +502,10 @@ out:
             if (st.rank_fd[r] >= 0)
                 close(st.rank_fd[r]);
     if (conns)
-        for (int i = 0; i < nconn; i++)
+        for (int i = 0; i < nconn; i++) {
             close(conns[i].fd);
+            conn_hs_end(&conns[i]);
+        }
     /* sockets handed over that nobody read */
     int fd;
     while (loom_oob_take_fd(oob, LOOM_OOB_KIND_BOOT, &fd, NULL, 0))
@@ -633,78 +624,50 @@ static loom_result_t peer_exchange(const struct loom_boot_params *p,
     LOOM_CHECK(peer_connect(p, &ss, sl, root, deadline, wake_fd, &fd, err, errlen));
 
     int eof = 0;
-    char why[300];
     uint8_t pre[LOOM_OOB_PREAMBLE_LEN];
     loom_oob_preamble(oob, LOOM_OOB_KIND_BOOT, pre);
     loom_put_le64(pre + 8, 0); /* rank 0's bootstrap is not in a namespace */
     loom_result_t res = loom_boot_write_all(fd, pre, sizeof pre, deadline, wake_fd);
     boot_count.sent += sizeof pre;
-    uint8_t chal[LOOM_AUTH_MSG_LEN], ca[LOOM_AUTH_CHAL_LEN], cc[LOOM_AUTH_CHAL_LEN];
-    if (res == LOOM_SUCCESS)
-        res = loom_boot_read_all(fd, chal, sizeof chal, deadline, wake_fd, &eof);
     if (res < 0) {
-        link_error(p, res, eof, root, "waiting for its challenge", err, errlen);
+        link_error(p, res, 0, root, "sending its preamble", err, errlen);
         goto out;
     }
-    boot_count.received += sizeof chal;
-    if (loom_boot_chal_check(chal, ca, why, sizeof why) != LOOM_BOOT_OK) {
-        snprintf(err, errlen, "bootstrap: %s %s", root, why);
-        res = LOOM_ERROR_PROTOCOL;
-        goto out;
-    }
-    uint8_t hello[BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN + LOOM_BOOT_AUTH_LEN];
-    struct loom_boot_hello h = {
-        .magic = LOOM_BOOT_HELLO_MAGIC, .version = LOOM_BOOT_VERSION,
-        .flags = key->set ? LOOM_AUTH_FLAG_KEYED : 0, .rank = (uint32_t)p->rank,
-        .nranks = (uint32_t)p->nranks, .table_hash = p->table_hash,
-        .ep_len = LOOM_OOB_ENTRY_LEN};
+    uint8_t hello[LOOM_BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN];
+    struct loom_boot_hello h = {.rank = (uint32_t)p->rank,
+                                .nranks = (uint32_t)p->nranks,
+                                .table_hash = p->table_hash,
+                                .entry = entry,
+                                .entry_len = LOOM_OOB_ENTRY_LEN};
     loom_boot_hello_encode(&h, hello);
-    memcpy(hello + BOOT_HELLO_LEN, entry, LOOM_OOB_ENTRY_LEN);
-    size_t hlen = BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN;
-    res = loom_auth_challenge(cc);
+    struct loom_hs hs;
+    char rname[sizeof root + 16];
+    snprintf(rname, sizeof rname, "rank 0 at %s", root);
+    res = loom_hs_connect(&hs, &loom_boot_hs, key, fd, rname, hello, sizeof hello,
+                          deadline - loom_now());
     if (res == LOOM_SUCCESS)
-        res = loom_boot_hello_sign(key, ca, cc, hello, hlen, hello + hlen);
+        res = loom_hs_run(&hs, wake_fd);
+    boot_count.sent += hs.sent;
+    boot_count.received += hs.received;
     if (res < 0) {
-        snprintf(err, errlen, "bootstrap: rank %d cannot sign its hello: %s",
-                 p->rank, loom_result_string(res));
+        char why[700];
+        if (res == LOOM_ERROR_TIMEOUT || res == LOOM_ERROR_ABORTED)
+            link_error(p, res, 0, root, "proving the job key", err, errlen);
+        else if (res == LOOM_ERROR_MISMATCH)
+            snprintf(err, errlen, "bootstrap: rank 0 at %s refused rank %d: rank 0 %s", root,
+                     p->rank, loom_hs_blame(&hs, why, sizeof why));
+        else
+            snprintf(err, errlen, "bootstrap: rank %d: %s", p->rank, hs.err);
+        loom_hs_free(&hs);
         goto out;
     }
-    res = loom_boot_write_all(fd, hello, hlen + LOOM_BOOT_AUTH_LEN, deadline, wake_fd);
-    if (res < 0) {
-        link_error(p, res, 0, root, "sending its hello", err, errlen);
-        goto out;
-    }
-    boot_count.sent += hlen + LOOM_BOOT_AUTH_LEN;
-    /* Rank 0 answers with its proof of the key, or refuses at once. */
-    uint8_t hdr[LOOM_AUTH_MSG_LEN + 16 + LOOM_OOB_ENTRY_LEN];
+    loom_hs_free(&hs);
+    /* Rank 0 answers once every rank is in, or refuses this one. */
+    uint8_t hdr[BOOT_ANSWER_LEN + 16 + LOOM_OOB_ENTRY_LEN];
     res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, wake_fd, &eof);
     if (res < 0) {
-        link_error(p, res, eof, root, "waiting for its key proof", err, errlen);
+        link_error(p, res, eof, root, "waiting for the other ranks to join", err, errlen);
         goto out;
-    }
-    if (loom_get_le32(hdr) == LOOM_BOOT_PROOF_MAGIC) {
-        res = loom_boot_read_all(fd, hdr + BOOT_ANSWER_LEN,
-                                 LOOM_AUTH_MSG_LEN - BOOT_ANSWER_LEN, deadline,
-                                 wake_fd, &eof);
-        if (res < 0) {
-            link_error(p, res, eof, root, "reading its key proof", err, errlen);
-            goto out;
-        }
-        int rc = loom_boot_proof_check(key, hdr, ca, cc, hello, hlen, why,
-                                       sizeof why);
-        if (rc != LOOM_BOOT_OK) {
-            snprintf(err, errlen, "bootstrap: rank 0 at %s %s", root, why);
-            res = rc == LOOM_BOOT_BAD_KEY ? LOOM_ERROR_MISMATCH
-                                          : LOOM_ERROR_PROTOCOL;
-            goto out;
-        }
-        boot_count.received += LOOM_AUTH_MSG_LEN;
-        res = loom_boot_read_all(fd, hdr, BOOT_ANSWER_LEN, deadline, wake_fd, &eof);
-        if (res < 0) {
-            link_error(p, res, eof, root, "waiting for the other ranks to join", err,
-                       errlen);
-            goto out;
-        }
     }
     if (loom_get_le32(hdr) != BOOT_ANSWER_MAGIC ||
         loom_get_le16(hdr + 4) != BOOT_VERSION) {

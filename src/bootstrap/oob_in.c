@@ -32,16 +32,9 @@ static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why,
     return rc;
 }
 
-const struct loom_hs_proto loom_oob_hs = {
-    .name = "oob",
-    .ctx = "oob",
-    .chal_magic = LOOM_OOB_CHAL_MAGIC,
-    .hello_magic = LOOM_OOB_HELLO_MAGIC,
-    .proof_magic = LOOM_OOB_PROOF_MAGIC,
-    .version = LOOM_OOB_HS_VERSION,
-    .payload_max = LOOM_OOB_HELLO_LEN,
-    .check = hello_check,
-};
+const struct loom_hs_proto loom_oob_hs = LOOM_HS_PROTO(
+    "oob", "oob", LOOM_OOB_CHAL_MAGIC, LOOM_OOB_HELLO_MAGIC, LOOM_OOB_PROOF_MAGIC,
+    LOOM_OOB_HS_VERSION, LOOM_OOB_HELLO_LEN, hello_check);
 
 struct oob_pub *loom_oob_find_pub(struct oob_job *j, uint64_t ns, uint32_t tag)
 {

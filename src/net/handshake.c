@@ -248,8 +248,9 @@ static int fail(struct loom_hs *hs, loom_result_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(hs->err, sizeof hs->err, "%s handshake with %s: %s", hs->proto->name,
-             hs->peer, what);
+    int n = snprintf(hs->err, sizeof hs->err, "%s handshake with %s: ", hs->proto->name, hs->peer);
+    hs->why_off = n > 0 && (size_t)n < sizeof hs->err ? (size_t)n : 0;
+    snprintf(hs->err + hs->why_off, sizeof hs->err - hs->why_off, "%s", what);
     hs->state = HS_FAILED;
     hs->code = code;
     hs->events = 0;
@@ -393,8 +394,10 @@ static int step_accept(struct loom_hs *hs);
 static int refuse(struct loom_hs *hs, loom_result_t code, const char *why)
 {
     hs->code = code;
-    snprintf(hs->err, sizeof hs->err, "%s handshake with %s: refused its hello: %s",
-             hs->proto->name, hs->peer, why);
+    int n = snprintf(hs->err, sizeof hs->err,
+                     "%s handshake with %s: refused its hello: ", hs->proto->name, hs->peer);
+    hs->why_off = n > 0 && (size_t)n < sizeof hs->err ? (size_t)n : 0;
+    snprintf(hs->err + hs->why_off, sizeof hs->err - hs->why_off, "%s", why);
     hs->io_len = loom_hs_refusal_make(hs->proto, hs->key, code, why, hs->io);
     hs->done = 0;
     hs->state = HS_A_REFUSE_OUT;
@@ -471,11 +474,13 @@ static int step_accept(struct loom_hs *hs)
     case HS_A_REFUSE_OUT: {
         char err[sizeof hs->err];
         memcpy(err, hs->err, sizeof err);
+        size_t why_off = hs->why_off;
         loom_result_t code = hs->code;
         if ((rc = send_some(hs)) == 0)
             return rc;
         /* sent or not, the refusal is what failed */
         memcpy(hs->err, err, sizeof err);
+        hs->why_off = why_off;
         hs->state = HS_FAILED;
         hs->code = code;
         hs->events = 0;
@@ -538,7 +543,9 @@ static int step_connect(struct loom_hs *hs)
             return rc;
         char text[LOOM_HS_REASON_MAX + 1];
         loom_hs_reason_text(hs->io + 4, hs->io_len, text, sizeof text);
-        return fail(hs, hs->code, "it refused this side's hello: %s", text);
+        fail(hs, hs->code, "it refused this side's hello: %s", text);
+        hs->why_off += strlen("it refused this side's hello: ");
+        return hs->code;
     }
     }
     return fail(hs, LOOM_ERROR_INTERNAL, "stepped in state %d", hs->state);
@@ -581,6 +588,29 @@ loom_result_t loom_hs_run(struct loom_hs *hs, int wake_fd)
             return fail(hs, LOOM_ERROR_ABORTED, "aborted while waiting for %s",
                         waiting_for(hs->state));
     }
+}
+
+const char *loom_hs_why(const struct loom_hs *hs)
+{
+    return hs->err + (hs->why_off < sizeof hs->err ? hs->why_off : 0);
+}
+
+const char *loom_hs_blame(const struct loom_hs *hs, char *buf, size_t len)
+{
+    if (hs->code == LOOM_ERROR_MISMATCH && !hs->accept)
+        snprintf(buf, len,
+                 "rejected this rank's job key: %s (LOOM_JOB_KEY / "
+                 "LOOM_JOB_KEY_FILE must be the same on every rank)",
+                 loom_hs_why(hs));
+    else
+        snprintf(buf, len, "failed the %s handshake: %s", hs->proto->name, loom_hs_why(hs));
+    return buf;
+}
+
+int loom_hs_hello_sent(const struct loom_hs *hs)
+{
+    return !hs->accept && (hs->state == HS_C_PROOF_IN || hs->state == HS_C_REASON_HEAD_IN ||
+                           hs->state == HS_C_REASON_IN || hs->state == HS_DONE);
 }
 
 const uint8_t *loom_hs_payload(const struct loom_hs *hs, size_t *len)

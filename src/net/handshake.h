@@ -53,6 +53,14 @@ struct loom_hs_proto {
                  size_t whylen);
 };
 
+/* A protocol description, in struct loom_hs_proto's order: each user's
+ * table is then one line of its constants. */
+#define LOOM_HS_PROTO(name_, ctx_, chal_, hello_, proof_, version_, max_, check_)                  \
+    {                                                                                              \
+        .name = (name_), .ctx = (ctx_), .chal_magic = (chal_), .hello_magic = (hello_),            \
+        .proof_magic = (proof_), .version = (version_), .payload_max = (max_), .check = (check_)   \
+    }
+
 /* Results of a step (negative: a loom_result_t, hs->err says what). */
 #define LOOM_HS_AGAIN 0  /* wait for hs->events on the socket (0: for the
                           * user, after LOOM_HS_HOLD), or the deadline     */
@@ -78,6 +86,7 @@ struct loom_hs {
     size_t received, sent;       /* bytes read from and sent to the peer    */
     char peer[96];
     char err[512];
+    size_t why_off; /* err past "<name> handshake with <peer>: " */
 };
 
 /* struct loom_hs holds no pointer into itself: it may be moved (copied)
@@ -105,6 +114,18 @@ int loom_hs_step(struct loom_hs *hs);
 /* Step until done, an error, the deadline, or wake_fd (>= 0) readable
  * (LOOM_ERROR_ABORTED). */
 loom_result_t loom_hs_run(struct loom_hs *hs, int wake_fd);
+
+/* Once failed: hs->err without the words naming the protocol and the peer
+ * (the refusal's reason itself, when the other side refused), for a user
+ * whose message names the peer first. */
+const char *loom_hs_why(const struct loom_hs *hs);
+/* The same as a predicate for "<peer> ...": a job key that does not match
+ * (connect side) says so and how to fix it; else "failed the <name>
+ * handshake: why". Returns buf. */
+const char *loom_hs_blame(const struct loom_hs *hs, char *buf, size_t len);
+/* Connect side: the whole hello is sent (the acceptor may hold the socket
+ * as its peer's already). */
+int loom_hs_hello_sent(const struct loom_hs *hs);
 
 /* Accept side, once done: the payload the connector sent. */
 const uint8_t *loom_hs_payload(const struct loom_hs *hs, size_t *len);

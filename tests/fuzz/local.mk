@@ -28,7 +28,7 @@ tests_fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) -g -fsanitize=fuzzer,address
 tests_fuzz_fuzz_frame_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer,address
 tests_fuzz_fuzz_frame_LDADD = $(CRYPTO_LIBS) -lm
 
-# ... and the handshakes (bootstrap hello, tcp hello, challenge and proofs).
+# ... and the hellos' payloads (bootstrap, tcp) the handshake carries.
 noinst_PROGRAMS += tests/fuzz/fuzz_handshake
 tests_fuzz_fuzz_handshake_SOURCES = tests/fuzz/fuzz_handshake.c \
 	src/bootstrap/boot_wire.c \

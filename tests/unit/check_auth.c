@@ -1,7 +1,8 @@
 /* check_auth.c - the job key helper: HMAC-SHA256 against known vectors, the
  * proof layout, constant-time compare, key loading from the environment and
  * from a file (missing, empty, too long, world-readable), and the bootstrap
- * hello checks (boot_wire.h) on good and tampered messages. */
+ * hello (boot_wire.h, under the handshake's checks) on good and tampered
+ * messages. */
 #include "build_config.h"
 
 #include <check.h>
@@ -14,6 +15,7 @@
 #include "loom.h"
 #include "auth.h"
 #include "config.h"
+#include "wire.h"
 #include "bootstrap/boot_wire.h"
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -226,20 +228,21 @@ START_TEST(test_key_from_config)
 }
 END_TEST
 
-/* A signed bootstrap hello as a rank would send it. */
+/* A signed bootstrap hello as a rank would send it (the handshake's hello
+ * under the bootstrap's protocol). */
 static size_t make_hello(const struct loom_auth_key *key, const uint8_t *ca,
                          const uint8_t *cc, uint8_t *out)
 {
-    struct loom_boot_hello h = {
-        .magic = LOOM_BOOT_HELLO_MAGIC, .version = LOOM_BOOT_VERSION,
-        .flags = key->set ? LOOM_AUTH_FLAG_KEYED : 0, .rank = 1, .nranks = 2,
-        .table_hash = 0x1234, .ep_len = 5};
-    loom_boot_hello_encode(&h, out);
-    memcpy(out + LOOM_BOOT_HELLO_LEN, "ep-1", 5);
-    size_t hlen = LOOM_BOOT_HELLO_LEN + 5;
-    ck_assert_int_eq(loom_boot_hello_sign(key, ca, cc, out, hlen, out + hlen),
+    struct loom_boot_hello h = {.rank = 1,
+                                .nranks = 2,
+                                .table_hash = 0x1234,
+                                .entry = (const uint8_t *)"ep-1",
+                                .entry_len = 5};
+    uint8_t payload[LOOM_BOOT_HELLO_LEN + 5];
+    loom_boot_hello_encode(&h, payload);
+    ck_assert_int_eq(loom_hs_hello_make(&loom_boot_hs, key, ca, cc, payload, sizeof payload, out),
                      LOOM_SUCCESS);
-    return hlen + LOOM_BOOT_AUTH_LEN;
+    return LOOM_HS_HEAD_LEN + sizeof payload + LOOM_HS_TRAILER_LEN;
 }
 
 START_TEST(test_boot_wire)
@@ -252,72 +255,71 @@ START_TEST(test_boot_wire)
     memset(ca, 0xa5, sizeof ca);
     memset(cc, 0x5a, sizeof cc);
     char why[300];
+    const struct loom_hs_proto *bp = &loom_boot_hs;
     size_t len = make_hello(&key, ca, cc, msg), need = 0;
-    ck_assert_int_eq(loom_boot_hello_head_check(msg, 64, &need, why, sizeof why),
-                     LOOM_BOOT_OK);
+    ck_assert_int_eq(loom_hs_head_check(bp, msg, &need, why, sizeof why), LOOM_SUCCESS);
     ck_assert_uint_eq(need, len);
-    ck_assert_int_eq(loom_boot_hello_auth_check(&key, ca, msg, len, why, sizeof why),
-                     LOOM_BOOT_OK);
-    ck_assert_int_eq(loom_boot_hello_auth_check(&other, ca, msg, len, why,
-                                                sizeof why),
-                     LOOM_BOOT_BAD_KEY);
-    ck_assert_str_eq(why, "job key does not match");
-    ck_assert_int_eq(loom_boot_hello_auth_check(&none, ca, msg, len, why,
-                                                sizeof why),
-                     LOOM_BOOT_BAD_KEY);
-    ck_assert_str_eq(why, "job key does not match (it has a job key, rank 0 has none)");
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca, msg, len, why, sizeof why), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &other, ca, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
+    ck_assert_str_eq(why, "job key does not match (another job, or another key)");
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &none, ca, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
+    ck_assert_str_eq(why, "job key does not match (it has a job key, this side has none)");
     /* A replayed hello under a fresh challenge fails. */
     uint8_t ca2[32];
     memset(ca2, 0xa6, sizeof ca2);
-    ck_assert_int_eq(loom_boot_hello_auth_check(&key, ca2, msg, len, why, sizeof why),
-                     LOOM_BOOT_BAD_KEY);
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca2, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
     /* Tampering with the table hash breaks the mac. */
-    msg[16] ^= 1;
-    ck_assert_int_eq(loom_boot_hello_auth_check(&key, ca, msg, len, why, sizeof why),
-                     LOOM_BOOT_BAD_KEY);
-    msg[16] ^= 1;
+    msg[LOOM_HS_HEAD_LEN + 8] ^= 1;
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
+    msg[LOOM_HS_HEAD_LEN + 8] ^= 1;
     /* Root's proof verifies on the rank with the same key only. */
-    size_t hlen = len - LOOM_BOOT_AUTH_LEN;
-    ck_assert_int_eq(loom_boot_proof_make(&key, ca, cc, msg, hlen, proof),
+    ck_assert_int_eq(loom_hs_proof_make(bp, &key, ca, msg, len, proof), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_proof_check(bp, &key, proof, ca, cc, msg, len, why, sizeof why),
                      LOOM_SUCCESS);
-    ck_assert_int_eq(loom_boot_proof_check(&key, proof, ca, cc, msg, hlen, why,
-                                           sizeof why),
-                     LOOM_BOOT_OK);
-    ck_assert_int_eq(loom_boot_proof_check(&other, proof, ca, cc, msg, hlen, why,
-                                           sizeof why),
-                     LOOM_BOOT_BAD_KEY);
-    ck_assert_int_eq(loom_boot_proof_check(&none, proof, ca, cc, msg, hlen, why,
-                                           sizeof why),
-                     LOOM_BOOT_BAD_KEY);
-    ck_assert_str_eq(why, "job key does not match (rank 0 has a job key, this "
-                          "rank has none)");
+    ck_assert_int_eq(loom_hs_proof_check(bp, &other, proof, ca, cc, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
+    ck_assert_int_eq(loom_hs_proof_check(bp, &none, proof, ca, cc, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
+    ck_assert_str_eq(why, "job key does not match (it has a job key, this side has none)");
     /* No key on either side: the exchange still runs, with no mac. */
     len = make_hello(&none, ca, cc, msg);
-    ck_assert_int_eq(loom_boot_hello_auth_check(&none, ca, msg, len, why, sizeof why),
-                     LOOM_BOOT_OK);
-    ck_assert_int_eq(loom_boot_hello_auth_check(&key, ca, msg, len, why, sizeof why),
-                     LOOM_BOOT_BAD_KEY);
-    ck_assert_str_eq(why, "job key does not match (it has no job key, rank 0 has one)");
-    /* Head checks: oversized endpoint, wrong magic, wrong version. */
-    ck_assert_int_eq(loom_boot_hello_head_check(msg, 4, &need, why, sizeof why),
-                     LOOM_BOOT_TOO_LONG);
-    ck_assert_str_eq(why, "endpoint of 5 bytes exceeds the limit of 4");
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &none, ca, msg, len, why, sizeof why), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_hello_verify(bp, &key, ca, msg, len, why, sizeof why),
+                     LOOM_ERROR_MISMATCH);
+    ck_assert_str_eq(why, "job key does not match (it has no job key, this side has one)");
+    /* The payload: its fields and entry; too short is refused. */
+    struct loom_boot_hello h;
+    ck_assert_int_eq(loom_boot_hello_decode(msg + LOOM_HS_HEAD_LEN, LOOM_BOOT_HELLO_LEN + 5, &h,
+                                            why, sizeof why),
+                     0);
+    ck_assert_uint_eq(h.rank, 1);
+    ck_assert_uint_eq(h.nranks, 2);
+    ck_assert_uint_eq(h.table_hash, 0x1234);
+    ck_assert_uint_eq(h.entry_len, 5);
+    ck_assert_str_eq((const char *)h.entry, "ep-1");
+    ck_assert_int_eq(loom_boot_hello_decode(msg + LOOM_HS_HEAD_LEN, 15, &h, why, sizeof why), -1);
+    ck_assert_str_eq(why, "a bootstrap hello of 15 bytes, at least 16 expected");
+    /* Head checks: oversized hello, wrong version, wrong magic. */
+    loom_put_le32(msg + 8, LOOM_BOOT_HELLO_LEN + LOOM_BOOT_ENTRY_MAX + 1);
+    ck_assert_int_eq(loom_hs_head_check(bp, msg, &need, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "bootstrap hello of 1041 bytes exceeds the limit of 1040");
     msg[4] = 1;
-    ck_assert_int_eq(loom_boot_hello_head_check(msg, 64, &need, why, sizeof why),
-                     LOOM_BOOT_DROP);
-    ck_assert_str_eq(why, "bootstrap protocol version 1, expected 3");
+    ck_assert_int_eq(loom_hs_head_check(bp, msg, &need, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "speaks bootstrap protocol version 1, this side 4");
     memcpy(msg, "GET ", 4);
-    ck_assert_int_eq(loom_boot_hello_head_check(msg, 64, &need, why, sizeof why),
-                     LOOM_BOOT_DROP);
-    ck_assert_str_eq(why, "not a Loom bootstrap hello (magic 0x20544547)");
+    ck_assert_int_eq(loom_hs_head_check(bp, msg, &need, why, sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_str_eq(why, "not a Loom bootstrap socket (hello magic 0x20544547)");
     /* The challenge message round-trips. */
     uint8_t chal[LOOM_AUTH_MSG_LEN], got[32];
-    loom_auth_msg_encode(chal, LOOM_BOOT_CHAL_MAGIC, LOOM_BOOT_VERSION, 1, ca);
-    ck_assert_int_eq(loom_boot_chal_check(chal, got, why, sizeof why), LOOM_BOOT_OK);
+    loom_hs_chal_make(bp, &key, ca, chal);
+    ck_assert_int_eq(loom_hs_chal_check(bp, &key, chal, got, why, sizeof why), LOOM_SUCCESS);
     ck_assert_mem_eq(got, ca, 32);
     chal[0] ^= 1;
-    ck_assert_int_eq(loom_boot_chal_check(chal, got, why, sizeof why),
-                     LOOM_BOOT_DROP);
+    ck_assert_int_eq(loom_hs_chal_check(bp, &key, chal, got, why, sizeof why), LOOM_ERROR_PROTOCOL);
 }
 END_TEST
 

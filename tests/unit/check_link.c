@@ -1,8 +1,9 @@
 /* check_link.c - the link layer (src/transport/common/link.c) under a fake
- * transport whose peers are socket pairs: the hello an acceptor reads
- * (refused with another magic, another communicator, another token or a
- * wrong job key proof; accepted with the right ones), the ACK the
- * connector checks, a failure notice that overtakes the data it follows
+ * transport whose peers are socket pairs: the handshake's hello an
+ * acceptor checks (refused with another magic, another communicator,
+ * another token or a wrong job key; held until the peer's blob is applied;
+ * accepted with the right ones), the connector failing on a refusal, a
+ * failure notice that overtakes the data it follows
  * (the drain hook takes what has arrived; what has not is waited for up to
  * LOOM_LINK_GRACE, and no longer), a data path error that the peer's
  * notice explains, deadlines (the blob that never comes, the socket that
@@ -155,7 +156,7 @@ static void peer_started(struct loom_tx *tx, int r, uint8_t fill)
     memset(lp->token, fill, sizeof lp->token);
 }
 
-/* A socket handed over by the OOB service, its hello not yet read: the
+/* A socket handed over by the OOB service, its handshake started: the
  * link's end of a pair; *other: the far end. */
 static int pending_add(struct loom_tx *tx, int *other, double deadline)
 {
@@ -163,160 +164,193 @@ static int pending_add(struct loom_tx *tx, int *other, double deadline)
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
     l->pending = realloc(l->pending, sizeof *l->pending * (size_t)(l->npending + 1));
-    l->pending[l->npending++] = (struct loom_link_pending){.fd = sv[0], .deadline = deadline,
-                                                           .from = "test"};
+    struct loom_link_pending *pd = &l->pending[l->npending++];
+    pd->fd = sv[0];
+    snprintf(pd->from, sizeof pd->from, "test");
+    ck_assert_int_eq(
+        loom_hs_accept(&pd->hs, &l->hs, &l->key, sv[0], "test", tx, deadline - loom_now()),
+        LOOM_SUCCESS);
     *other = sv[1];
     return sv[0];
 }
 
-/* The hello rank `from` would send: signed with key (NULL: none). */
-static void hello_make(const struct loom_link_proto *proto, const char *key, uint32_t from,
-                       uint32_t to, uint64_t comm, uint8_t fill, uint8_t out[LOOM_LINK_HELLO_LEN])
+/* The handshake rank `from` would start on fd: its hello carries token
+ * fill, signed with key (NULL: none), under magic. */
+static void hello_start(struct loom_hs *c, struct loom_hs_proto *proto, uint32_t magic,
+                        struct loom_auth_key *k, const char *key, uint32_t from, uint32_t to,
+                        uint64_t comm, uint8_t fill, int fd)
 {
-    struct loom_link_hello h = {.flags = key ? LOOM_LINK_HELLO_F_KEYED : 0, .from = from,
-                                .to = to, .comm_id = comm};
+    struct loom_link_hello h = {.from = from, .to = to, .comm_id = comm};
     memset(h.token, fill, sizeof h.token);
-    loom_link_hello_encode(proto, &h, out);
-    if (key) {
-        loom_link_mac(proto, (const uint8_t *)key, strlen(key), 'C', out, h.mac);
-        loom_link_hello_encode(proto, &h, out);
-    }
+    uint8_t b[LOOM_LINK_HELLO_LEN];
+    loom_link_hello_encode(&h, b);
+    *proto = (struct loom_hs_proto)LOOM_HS_PROTO("fake", fk_ops.proto.mac_ctx, magic, magic, magic,
+                                                 LOOM_LINK_VERSION, LOOM_LINK_HELLO_LEN, NULL);
+    loom_auth_key_set(k, key, key ? strlen(key) : 0);
+    ck_assert_int_eq(loom_hs_connect(c, proto, k, fd, "rank 2", b, sizeof b, 10.0), LOOM_SUCCESS);
 }
 
-/* Offer hello to rank 2 (key: its job key) from rank 1; whether the
- * socket was taken as rank 1's control socket. */
-static int offer(const char *key, const uint8_t hello[LOOM_LINK_HELLO_LEN])
+/* Step the link's pending socket fd and the connector c until neither
+ * moves: c's last result. */
+static int hs_pump(struct loom_tx *tx, int fd, struct loom_hs *c)
+{
+    int rc = LOOM_HS_AGAIN;
+    for (int i = 0; i < 20; i++) {
+        loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN, NULL);
+        rc = loom_hs_step(c);
+        if (rc != LOOM_HS_AGAIN)
+            break;
+    }
+    return rc;
+}
+
+/* Offer a hello to rank 2 (key: its job key) from rank 1 (ckey, magic,
+ * its fields); whether the socket was taken as rank 1's control socket. */
+static int offer_as(const char *key, const char *ckey, uint32_t magic, uint32_t from, uint32_t to,
+                    uint64_t comm, uint8_t fill, int started)
 {
     struct loom_tx *tx = tx_new(2, key);
-    peer_started(tx, 1, 0x5a);
+    if (started)
+        peer_started(tx, 1, 0x5a);
     int other;
     int fd = pending_add(tx, &other, loom_now() + 60);
-    ck_assert_int_eq(write(other, hello, LOOM_LINK_HELLO_LEN), LOOM_LINK_HELLO_LEN);
-    ck_assert_int_eq(loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN, NULL), 1);
+    struct loom_hs c;
+    struct loom_hs_proto cp;
+    struct loom_auth_key ck;
+    hello_start(&c, &cp, magic, &ck, ckey, from, to, comm, fill, other);
+    int rc = hs_pump(tx, fd, &c);
     struct loom_link_peer *lp = loom_link_peer(tx, 1);
     int taken = lp->ctl_fd == fd;
     if (taken) {
-        /* answered ACK with the key's proof of the hello, and up */
-        uint8_t fb[LOOM_LINK_FRAME_LEN], mac[32], got[24];
-        struct loom_link_frame f;
-        ck_assert_int_eq(read(other, fb, sizeof fb), (ssize_t)sizeof fb);
-        ck_assert_int_eq(loom_link_frame_decode(&fk_ops.proto, fb, &f), 0);
-        ck_assert_uint_eq(f.type, LOOM_LINK_ACK);
-        loom_link_mac(&fk_ops.proto, key ? (const uint8_t *)key : NULL, key ? strlen(key) : 0,
-                      'A', hello, mac);
-        loom_put_le64(got, f.w0);
-        loom_put_le64(got + 8, f.w1);
-        loom_put_le64(got + 16, f.w2);
-        if (key)
-            ck_assert_mem_eq(got, mac, sizeof got);
+        /* the key proved back, and up */
+        ck_assert_int_eq(rc, LOOM_HS_DONE);
         ck_assert_int_eq(lp->state, LOOM_LINK_S_UP);
         ck_assert_int_eq(((struct fk_priv *)tx->priv)->peers[1].up, 1);
     } else {
         /* refused: closed, forgotten, the peer not failed (a stranger
          * cannot fail a peer) */
-        char c;
-        ck_assert_int_eq(read(other, &c, 1), 0);
+        ck_assert_int_lt(rc, 0);
+        if (loom_link_of(tx)->npending) {
+            close(other); /* the connector gave up first */
+            other = -1;
+            loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN, NULL);
+        }
         ck_assert_int_eq(loom_link_of(tx)->npending, 0);
         ck_assert_int_eq(lp->failed, 0);
     }
-    close(other);
+    loom_hs_free(&c);
+    if (other >= 0)
+        close(other);
     tx_free(tx);
     return taken;
+}
+
+static int offer(const char *key, const char *ckey, uint32_t from, uint32_t to, uint64_t comm,
+                 uint8_t fill)
+{
+    return offer_as(key, ckey, fk_ops.proto.hello_magic, from, to, comm, fill, 1);
 }
 
 /* ---- the hello ------------------------------------------------------------ */
 
 START_TEST(test_hello_accepted)
 {
-    uint8_t h[LOOM_LINK_HELLO_LEN];
-    hello_make(&fk_ops.proto, NULL, 1, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 1);
-    hello_make(&fk_ops.proto, "sesame", 1, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer("sesame", h), 1);
+    ck_assert_int_eq(offer(NULL, NULL, 1, 2, COMM, 0x5a), 1);
+    ck_assert_int_eq(offer("sesame", "sesame", 1, 2, COMM, 0x5a), 1);
 }
 END_TEST
 
 START_TEST(test_hello_refused)
 {
-    uint8_t h[LOOM_LINK_HELLO_LEN];
     /* another transport's magic */
-    const struct loom_link_proto other = {0x4843464cu, 0x4643464cu, "loom-fake-ctl"};
-    hello_make(&other, NULL, 1, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
+    ck_assert_int_eq(offer_as(NULL, NULL, 0x4843464cu, 1, 2, COMM, 0x5a, 1), 0);
     /* another communicator, another addressee, a higher rank, no rank */
-    hello_make(&fk_ops.proto, NULL, 1, 2, COMM + 1, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
-    hello_make(&fk_ops.proto, NULL, 1, 3, COMM, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
-    hello_make(&fk_ops.proto, NULL, 3, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
-    hello_make(&fk_ops.proto, NULL, NRANKS + 7, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
+    ck_assert_int_eq(offer(NULL, NULL, 1, 2, COMM + 1, 0x5a), 0);
+    ck_assert_int_eq(offer(NULL, NULL, 1, 3, COMM, 0x5a), 0);
+    ck_assert_int_eq(offer(NULL, NULL, 3, 2, COMM, 0x5a), 0);
+    ck_assert_int_eq(offer(NULL, NULL, NRANKS + 7, 2, COMM, 0x5a), 0);
     /* a token this rank did not give */
-    hello_make(&fk_ops.proto, NULL, 1, 2, COMM, 0x5b, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
-    /* a wrong job key's proof, none where one is needed, one where none is */
-    hello_make(&fk_ops.proto, "sesamf", 1, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer("sesame", h), 0);
-    hello_make(&fk_ops.proto, NULL, 1, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer("sesame", h), 0);
-    hello_make(&fk_ops.proto, "sesame", 1, 2, COMM, 0x5a, h);
-    ck_assert_int_eq(offer(NULL, h), 0);
-    /* a flipped byte in the signed part */
-    hello_make(&fk_ops.proto, "sesame", 1, 2, COMM, 0x5a, h);
-    h[20] ^= 1;
-    ck_assert_int_eq(offer("sesame", h), 0);
+    ck_assert_int_eq(offer(NULL, NULL, 1, 2, COMM, 0x5b), 0);
+    /* a wrong job key, none where one is needed, one where none is */
+    ck_assert_int_eq(offer("sesame", "sesamf", 1, 2, COMM, 0x5a), 0);
+    ck_assert_int_eq(offer("sesame", NULL, 1, 2, COMM, 0x5a), 0);
+    ck_assert_int_eq(offer(NULL, "sesame", 1, 2, COMM, 0x5a), 0);
 }
 END_TEST
 
 /* A peer that has not started a link with this rank gets no socket. */
 START_TEST(test_hello_unstarted_refused)
 {
+    ck_assert_int_eq(offer_as(NULL, NULL, fk_ops.proto.hello_magic, 1, 2, COMM, 0, 0), 0);
+}
+END_TEST
+
+/* A hello whose sender's blob has not been applied yet waits for it (the
+ * deadline still runs), then is accepted. */
+START_TEST(test_hello_held)
+{
     struct loom_tx *tx = tx_new(2, NULL);
-    uint8_t h[LOOM_LINK_HELLO_LEN];
-    hello_make(&fk_ops.proto, NULL, 1, 2, COMM, 0, h);
+    peer_started(tx, 1, 0x5a);
+    struct loom_link_peer *lp = loom_link_peer(tx, 1);
+    lp->state = LOOM_LINK_S_WAIT_BLOB;
     int other;
     int fd = pending_add(tx, &other, loom_now() + 60);
-    ck_assert_int_eq(write(other, h, sizeof h), (ssize_t)sizeof h);
-    loom_link_event(tx, LOOM_LINK_EP_PENDING(fd), EPOLLIN, NULL);
-    ck_assert_int_eq(loom_link_peer(tx, 1)->ctl_fd, -1);
-    ck_assert_int_eq(loom_link_of(tx)->npending, 0);
+    struct loom_hs c;
+    struct loom_hs_proto cp;
+    struct loom_auth_key ck;
+    hello_start(&c, &cp, fk_ops.proto.hello_magic, &ck, NULL, 1, 2, COMM, 0x5a, other);
+    ck_assert_int_eq(hs_pump(tx, fd, &c), LOOM_HS_AGAIN);
+    ck_assert_int_eq(loom_link_of(tx)->npending, 1);
+    ck_assert_int_eq(lp->ctl_fd, -1);
+    lp->state = LOOM_LINK_S_WAIT_CTL; /* as apply_blob leaves it */
+    ck_assert_int_eq(hs_pump(tx, fd, &c), LOOM_HS_DONE);
+    ck_assert_int_eq(lp->ctl_fd, fd);
+    ck_assert_int_eq(lp->state, LOOM_LINK_S_UP);
+    loom_hs_free(&c);
     close(other);
     tx_free(tx);
 }
 END_TEST
 
-/* The connector: an ACK without the key's proof fails the peer. */
-START_TEST(test_ack_checked)
+/* The connector: a refusal of its job key fails the peer, naming it and
+ * the fix. */
+START_TEST(test_connector_refused)
 {
     for (int good = 0; good < 2; good++) {
         struct loom_tx *tx = tx_new(1, "sesame");
         peer_started(tx, 2, 0x11);
+        struct loom_link *l = loom_link_of(tx);
         struct loom_link_peer *lp = loom_link_peer(tx, 2);
         int sv[2];
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
         lp->ctl_fd = sv[0];
-        lp->ctl = LOOM_LINK_CS_WAIT_ACK;
-        hello_make(&fk_ops.proto, "sesame", 1, 2, COMM, 0x11, lp->ctl_in);
-        uint8_t mac[32], fb[LOOM_LINK_FRAME_LEN];
-        loom_link_mac(&fk_ops.proto, (const uint8_t *)"sesame", 6, 'A', lp->ctl_in, mac);
-        if (!good)
-            mac[3] ^= 0x40;
-        struct loom_link_frame f = {.type = LOOM_LINK_ACK, .comm_id = COMM,
-                                    .w0 = loom_get_le64(mac), .w1 = loom_get_le64(mac + 8),
-                                    .w2 = loom_get_le64(mac + 16)};
-        loom_link_frame_encode(&fk_ops.proto, &f, fb);
-        ck_assert_int_eq(write(sv[1], fb, sizeof fb), (ssize_t)sizeof fb);
-        loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
+        lp->ctl = LOOM_LINK_CS_HS;
+        lp->hs = malloc(sizeof *lp->hs);
+        uint8_t b[LOOM_LINK_HELLO_LEN] = {0};
+        ck_assert_int_eq(
+            loom_hs_connect(lp->hs, &l->hs, &l->key, sv[0], "rank 2", b, sizeof b, 10.0),
+            LOOM_SUCCESS);
+        struct loom_hs a;
+        struct loom_auth_key ak;
+        loom_auth_key_set(&ak, good ? "sesame" : "sesamf", 6);
+        struct loom_hs_proto ap = l->hs;
+        ap.check = NULL;
+        ck_assert_int_eq(loom_hs_accept(&a, &ap, &ak, sv[1], "rank 1", NULL, 10.0), LOOM_SUCCESS);
+        for (int i = 0; i < 20 && !lp->failed && lp->state != LOOM_LINK_S_UP; i++) {
+            loom_hs_step(&a);
+            loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
+        }
         if (good) {
             ck_assert_int_eq(lp->state, LOOM_LINK_S_UP);
             ck_assert_int_eq(lp->failed, 0);
+            ck_assert_ptr_null(lp->hs);
         } else {
-            ck_assert_int_eq(lp->failed, LOOM_ERROR_PROTOCOL);
-            ck_assert_ptr_nonnull(strstr(tx->errmsg, "a wrong job key proof"));
+            ck_assert_int_eq(lp->failed, LOOM_ERROR_MISMATCH);
+            ck_assert_ptr_nonnull(strstr(tx->errmsg, "rank 2 rejected this rank's job key"));
             ck_assert_int_eq(tx->blame, 3);
             ck_assert_int_eq(lp->ctl_fd, -1);
         }
+        loom_hs_free(&a);
         close(sv[1]);
         tx_free(tx);
     }
@@ -486,11 +520,12 @@ START_TEST(test_pending_deadline)
     pending_add(tx, &other, loom_now() + 60);
     loom_link_timeouts(tx);
     ck_assert_int_eq(loom_link_of(tx)->npending, 1);
-    loom_link_of(tx)->pending[0].deadline = loom_now() - 1;
+    loom_link_of(tx)->pending[0].hs.deadline = loom_now() - 1;
     loom_link_timeouts(tx);
     ck_assert_int_eq(loom_link_of(tx)->npending, 0);
-    char c;
-    ck_assert_int_eq(read(other, &c, 1), 0);
+    uint8_t chal[LOOM_AUTH_MSG_LEN];
+    ck_assert_int_eq(read(other, chal, sizeof chal), (ssize_t)sizeof chal);
+    ck_assert_int_eq(read(other, chal, 1), 0);
     close(other);
     tx_free(tx);
 }
@@ -544,20 +579,21 @@ START_TEST(test_goodbye_with_pending)
 }
 END_TEST
 
-/* Another communicator's frame, and an ACK on a link already up. */
+/* Another communicator's frame, and bytes of no frame type (1) on a link
+ * already up. */
 START_TEST(test_bad_frames)
 {
     for (int k = 0; k < 2; k++) {
         int other;
         struct loom_tx *tx = up_pair(&other);
-        struct loom_link_frame f = {.type = k ? LOOM_LINK_ACK : LOOM_LINK_PING,
-                                    .comm_id = k ? COMM : COMM ^ 1};
+        struct loom_link_frame f = {.type = k ? 1 : LOOM_LINK_PING, .comm_id = k ? COMM : COMM ^ 1};
         uint8_t fb[LOOM_LINK_FRAME_LEN];
         loom_link_frame_encode(&fk_ops.proto, &f, fb);
         ck_assert_int_eq(write(other, fb, sizeof fb), (ssize_t)sizeof fb);
         loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
         ck_assert_int_eq(loom_link_peer(tx, 2)->failed, LOOM_ERROR_PROTOCOL);
-        ck_assert_ptr_nonnull(strstr(tx->errmsg, k ? "unexpected control frame 1"
+        ck_assert_ptr_nonnull(strstr(tx->errmsg, k ? "bytes on its control connection that "
+                                                     "are not a frame"
                                                    : "a control frame of communicator"));
         close(other);
         tx_free(tx);
@@ -586,7 +622,8 @@ static Suite *link_suite(void)
     tcase_add_test(tc, test_hello_accepted);
     tcase_add_test(tc, test_hello_refused);
     tcase_add_test(tc, test_hello_unstarted_refused);
-    tcase_add_test(tc, test_ack_checked);
+    tcase_add_test(tc, test_hello_held);
+    tcase_add_test(tc, test_connector_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("notice");
     tcase_add_test(tc, test_notice_drains_first);

@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "config.h"
 #include "bootstrap/bootstrap.h"
+#include "net/handshake.h"
 #include "net/net.h"
 #include "transport/tcp/tcp_check.h"
 #include "transport/tcp/tcp_frame.h"
@@ -902,35 +903,54 @@ struct stranger_arg {
 
 static uint8_t g_pre[LOOM_OOB_PREAMBLE_LEN];
 
-static int stranger_connect(const struct sockaddr_in *sin, uint8_t *chal)
+/* A socket to rank 0's port, handed to its tcp instance (the preamble). */
+static int stranger_open(const struct sockaddr_in *sin)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof *sin) != 0 ||
-        send(fd, g_pre, sizeof g_pre, MSG_NOSIGNAL) != (ssize_t)sizeof g_pre)
+        send(fd, g_pre, sizeof g_pre, MSG_NOSIGNAL) != (ssize_t)sizeof g_pre) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (recv(fd, chal, LOOM_AUTH_MSG_LEN, MSG_WAITALL) != LOOM_AUTH_MSG_LEN) {
+    return fd;
+}
+
+/* As stranger_open, with the challenge read. */
+static int stranger_connect(const struct sockaddr_in *sin, uint8_t *chal)
+{
+    int fd = stranger_open(sin);
+    if (fd >= 0 && recv(fd, chal, LOOM_AUTH_MSG_LEN, MSG_WAITALL) != LOOM_AUTH_MSG_LEN) {
         close(fd);
         return -1;
     }
     return fd;
 }
 
-/* A signed hello from "rank 1" to rank 0 with the given key and comm id. */
-static void stranger_hello(const char *keytext, uint64_t comm_id, uint16_t sock,
-                           const uint8_t *chal, uint8_t *out)
+/* The tcp handshake as "rank 1" to rank 0 with the given key and comm id:
+ * its result. */
+static loom_result_t stranger_hello(const struct sockaddr_in *sin, const char *keytext,
+                                    uint64_t comm_id)
 {
+    int fd = stranger_open(sin);
+    if (fd < 0)
+        return LOOM_ERROR_SYSTEM;
     struct loom_auth_key key;
     loom_auth_key_set(&key, keytext, strlen(keytext));
-    struct loom_tcp_hello h = {.magic = LOOM_TCP_HELLO_MAGIC,
-                               .version = LOOM_TCP_VERSION, .sock = sock,
-                               .from = 1, .to = 0, .comm_id = comm_id,
-                               .nonce = 0};
-    loom_tcp_hello_encode(&h, out);
-    uint8_t cc[LOOM_AUTH_CHAL_LEN];
-    memset(cc, 0x33, sizeof cc);
-    loom_tcp_hello_sign(&key, chal + 8, cc, out, out + LOOM_TCP_HELLO_LEN);
+    struct loom_tcp_hello h = {.from = 1, .to = 0, .comm_id = comm_id, .sock = 0};
+    uint8_t hello[LOOM_TCP_HELLO_LEN];
+    loom_tcp_hello_encode(&h, hello);
+    struct loom_hs hs;
+    loom_net_set_nonblock(fd);
+    loom_result_t res = loom_hs_connect(&hs, &loom_tcp_hs, &key, fd, "rank 0", hello, sizeof hello,
+                                        5.0);
+    if (res == LOOM_SUCCESS)
+        res = loom_hs_run(&hs, -1);
+    loom_hs_free(&hs);
+    close(fd);
+    return res;
 }
 
 /* Rank 0's stranger thread, while rank 0 connects: random bytes, a
@@ -941,41 +961,25 @@ static void *stranger_thread(void *argp)
 {
     struct stranger_arg *a = argp;
     memcpy(g_pre, a->pre, sizeof g_pre);
-    uint8_t chal[LOOM_AUTH_MSG_LEN], msg[LOOM_TCP_SIGNED_HELLO_LEN];
+    uint8_t chal[LOOM_AUTH_MSG_LEN], msg[100];
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)(i * 131 + 7);
     int fd = stranger_connect(&a->sin, chal);
     if (fd >= 0) {
-        for (size_t i = 0; i < sizeof msg; i++)
-            msg[i] = (uint8_t)(i * 131 + 7);
         send(fd, msg, sizeof msg, MSG_NOSIGNAL);
         close(fd);
     }
     fd = stranger_connect(&a->sin, chal);
     if (fd >= 0) {
-        stranger_hello("the-tcp-job-key", 1, 0, chal, msg);
-        send(fd, msg, 50, MSG_NOSIGNAL);
+        loom_put_le32(msg, LOOM_TCP_HELLO_MAGIC);
+        send(fd, msg, 10, MSG_NOSIGNAL);
         close(fd);
     }
-    fd = stranger_connect(&a->sin, chal);
-    if (fd >= 0) {
-        stranger_hello("the-tcp-job-key", 0xdeadbeefull, 0, chal, msg);
-        send(fd, msg, sizeof msg, MSG_NOSIGNAL);
-        uint8_t proof[LOOM_AUTH_MSG_LEN];
-        /* Dropped: closed without a proof. */
-        if (recv(fd, proof, sizeof proof, MSG_WAITALL) == 0)
-            strcat(a->out, "other-comm-dropped ");
-        close(fd);
-    }
-    fd = stranger_connect(&a->sin, chal);
-    if (fd >= 0) {
-        stranger_hello("a-wrong-key", 1, 0, chal, msg);
-        send(fd, msg, sizeof msg, MSG_NOSIGNAL);
-        uint8_t proof[LOOM_AUTH_MSG_LEN];
-        if (recv(fd, proof, sizeof proof, MSG_WAITALL) == sizeof proof &&
-            loom_get_le32(proof) == LOOM_TCP_PROOF_MAGIC &&
-            (loom_get_le16(proof + 6) & LOOM_TCP_PROOF_REFUSED))
-            strcat(a->out, "refused");
-        close(fd);
-    }
+    /* Dropped: closed without a proof. */
+    if (stranger_hello(&a->sin, "the-tcp-job-key", 0xdeadbeefull) == LOOM_ERROR_REMOTE)
+        strcat(a->out, "other-comm-dropped ");
+    if (stranger_hello(&a->sin, "a-wrong-key", 1) == LOOM_ERROR_MISMATCH)
+        strcat(a->out, "refused");
     fd = stranger_connect(&a->sin, chal); /* silent until the process ends */
     (void)fd;
     return NULL;
@@ -1057,88 +1061,48 @@ START_TEST(test_key_refused)
 }
 END_TEST
 
-/* The pure hello check on tampered hellos (no sockets). */
+/* The pure hello check on tampered hellos (no sockets; the key is the
+ * handshake's, check_handshake's). */
 START_TEST(test_hello_check)
 {
-    struct loom_auth_key key, other, none;
-    loom_auth_key_set(&key, "k", 1);
-    loom_auth_key_set(&other, "q", 1);
-    loom_auth_key_set(&none, NULL, 0);
-    uint8_t ca[LOOM_AUTH_CHAL_LEN], cc[LOOM_AUTH_CHAL_LEN];
-    memset(ca, 1, sizeof ca);
-    memset(cc, 2, sizeof cc);
-    struct loom_tcp_hello_expect e = {.rank = 0, .nranks = 4, .nsocks = 2,
-                                      .comm_id = 99, .nonce = 1234, .key = &key,
-                                      .ca = ca};
-    uint8_t msg[LOOM_TCP_SIGNED_HELLO_LEN], proof[LOOM_AUTH_MSG_LEN];
-    struct loom_tcp_hello h = {.magic = LOOM_TCP_HELLO_MAGIC,
-                               .version = LOOM_TCP_VERSION, .sock = 1, .from = 3,
-                               .to = 0, .comm_id = 99, .nonce = 1234}, got;
+    struct loom_tcp_hello_expect e = {.rank = 0, .nranks = 4, .nsocks = 2, .comm_id = 99};
+    uint8_t msg[LOOM_TCP_HELLO_LEN];
+    struct loom_tcp_hello h = {.sock = 1, .from = 3, .to = 0, .comm_id = 99}, got;
     char why[300];
     loom_tcp_hello_encode(&h, msg);
-    ck_assert_int_eq(loom_tcp_hello_sign(&key, ca, cc, msg, msg + LOOM_TCP_HELLO_LEN), 0);
-    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
-                     LOOM_TCP_HELLO_OK);
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, sizeof msg, &got, why, sizeof why),
+                     LOOM_HS_ACCEPT);
     ck_assert_uint_eq(got.from, 3);
     ck_assert_uint_eq(got.sock, 1);
-    /* The proof verifies for the connector with the same key only. */
-    ck_assert_int_eq(loom_tcp_proof_make(&key, 0, msg, ca, proof), 0);
-    ck_assert_int_eq(loom_tcp_proof_check(&key, proof, ca, cc, msg, why, sizeof why),
-                     LOOM_TCP_HELLO_OK);
-    ck_assert_int_eq(loom_tcp_proof_check(&other, proof, ca, cc, msg, why,
-                                          sizeof why),
-                     LOOM_TCP_HELLO_BAD_KEY);
-    ck_assert_str_eq(why, "could not prove the job key (the keys differ)");
-    ck_assert_int_eq(loom_tcp_proof_make(&key, 1, msg, ca, proof), 0);
-    ck_assert_int_eq(loom_tcp_proof_check(&key, proof, ca, cc, msg, why, sizeof why),
-                     LOOM_TCP_HELLO_BAD_KEY);
-    ck_assert_ptr_nonnull(strstr(why, "rejected this rank's job key"));
-    /* Another key, no key, another challenge. */
-    e.key = &other;
-    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
-                     LOOM_TCP_HELLO_BAD_KEY);
-    ck_assert_str_eq(why, "job key does not match");
-    e.key = &none;
-    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
-                     LOOM_TCP_HELLO_BAD_KEY);
-    ck_assert_str_eq(why, "job key does not match (it has a job key, this rank has none)");
-    e.key = &key;
-    uint8_t ca2[LOOM_AUTH_CHAL_LEN];
-    memset(ca2, 9, sizeof ca2);
-    e.ca = ca2;
-    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
-                     LOOM_TCP_HELLO_BAD_KEY);
-    e.ca = ca;
-    /* Right key, wrong job or addressee: dropped with the reason. */
+    /* Wrong job or addressee: dropped with the reason. */
     struct {
-        uint64_t comm_id, nonce;
-        uint32_t from;
-        uint16_t sock;
+        uint64_t comm_id;
+        uint32_t to, from, sock;
         const char *why;
     } bad[] = {
-        {98, 1234, 3, 1, "communicator id 0x0000000000000062, expected "
-                         "0x0000000000000063 (another job?)"},
-        {99, 1235, 3, 1, "addressed to rank 0 of another instance"},
-        {99, 1234, 4, 1, "claims to be rank 4, which connects the other way or "
-                         "does not exist"},
-        {99, 1234, 3, 0xffff, "socket index 65535, only 2 per peer"},
+        {98, 0, 3, 1,
+         "communicator id 0x0000000000000062, expected "
+         "0x0000000000000063 (another job?)"},
+        {99, 2, 3, 1, "addressed to rank 2 of another instance"},
+        {99, 0, 4, 1,
+         "claims to be rank 4, which connects the other way or "
+         "does not exist"},
+        {99, 0, 3, 0xffff, "socket index 65535, only 2 per peer"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct loom_tcp_hello b = h;
         b.comm_id = bad[i].comm_id;
-        b.nonce = bad[i].nonce;
+        b.to = bad[i].to;
         b.from = bad[i].from;
         b.sock = bad[i].sock;
         loom_tcp_hello_encode(&b, msg);
-        loom_tcp_hello_sign(&key, ca, cc, msg, msg + LOOM_TCP_HELLO_LEN);
-        ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
-                         LOOM_TCP_HELLO_DROP);
+        ck_assert_int_eq(loom_tcp_hello_check(&e, msg, sizeof msg, &got, why, sizeof why),
+                         LOOM_HS_DROP);
         ck_assert_str_eq(why, bad[i].why);
     }
-    memset(msg, 'x', 4);
-    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, &got, why, sizeof why),
-                     LOOM_TCP_HELLO_DROP);
-    ck_assert_str_eq(why, "wrong magic 0x78787878 (not a Loom peer)");
+    ck_assert_int_eq(loom_tcp_hello_check(&e, msg, sizeof msg - 1, &got, why, sizeof why),
+                     LOOM_HS_DROP);
+    ck_assert_str_eq(why, "a tcp hello of 19 bytes, expected 20");
 }
 END_TEST
 

@@ -4,6 +4,7 @@
 #include "build_config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +29,7 @@ void loom_link_epoll_add(struct loom_tx *tx, int fd, uint32_t events, uint64_t t
         epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
-static void ctl_mac(struct loom_link *l, char role, const uint8_t *hello, uint8_t mac[32])
-{
-    loom_link_mac(&l->ops->proto, l->key.set ? l->key.bytes : NULL, l->key.len, role, hello,
-                  mac);
-}
+static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen);
 
 /* The OOB service's thread: a message or a socket arrived. */
 static void oob_notify(void *ctx)
@@ -50,6 +47,10 @@ loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops
     struct loom_link *l = loom_link_of(tx);
     l->ops = ops;
     l->epfd = l->wakefd = l->oobfd = -1;
+    const struct loom_link_proto *lp = &ops->proto;
+    l->hs = (struct loom_hs_proto)LOOM_HS_PROTO(ops->name, lp->mac_ctx, lp->hello_magic,
+                                                lp->hello_magic, lp->hello_magic, LOOM_LINK_VERSION,
+                                                LOOM_LINK_HELLO_LEN, hello_check);
     char kerr[256] = "";
     loom_result_t res = loom_auth_key_from_config(&l->key, kerr, sizeof kerr);
     if (res < 0) {
@@ -109,8 +110,10 @@ void loom_link_free(struct loom_tx *tx)
     free(l->live);
     l->live = NULL;
     l->nlive = 0;
-    for (int i = 0; i < l->npending; i++)
+    for (int i = 0; i < l->npending; i++) {
         close(l->pending[i].fd);
+        loom_hs_free(&l->pending[i].hs);
+    }
     free(l->pending);
     l->pending = NULL;
     l->npending = 0;
@@ -178,6 +181,11 @@ void loom_link_close(struct loom_tx *tx, int r)
         close(lp->ctl_fd);
         lp->ctl_fd = -1;
     }
+    if (lp->hs) {
+        loom_hs_free(lp->hs);
+        free(lp->hs);
+        lp->hs = NULL;
+    }
 }
 
 void loom_link_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags, uint64_t w0,
@@ -234,19 +242,6 @@ static void ctl_up(struct loom_tx *tx, int r)
     l->ops->up(tx, r);
 }
 
-/* The higher rank, its blob applied and the hello checked: answer ACK. */
-static void send_ack(struct loom_tx *tx, int r)
-{
-    struct loom_link *l = loom_link_of(tx);
-    struct loom_link_peer *lp = loom_link_peer(tx, r);
-    uint8_t mac[32];
-    ctl_mac(l, 'A', lp->ctl_in, mac);
-    loom_link_send(tx, r, LOOM_LINK_ACK, 0, loom_get_le64(mac), loom_get_le64(mac + 8),
-                   loom_get_le64(mac + 16));
-    if (!lp->failed)
-        ctl_up(tx, r);
-}
-
 /* The lower rank, its blob applied: open a control socket to the higher
  * rank's OOB port (its service hands it to the transport). */
 static void ctl_connect(struct loom_tx *tx, int r)
@@ -270,6 +265,8 @@ static void ctl_connect(struct loom_tx *tx, int r)
     lp->ctl = LOOM_LINK_CS_CONNECTING;
     loom_link_epoll_add(tx, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, LOOM_LINK_EP_PEER(r));
 }
+
+static void pending_step_held(struct loom_tx *tx);
 
 static void apply_blob(struct loom_tx *tx, int r, const uint8_t *b, size_t len)
 {
@@ -296,8 +293,8 @@ static void apply_blob(struct loom_tx *tx, int r, const uint8_t *b, size_t len)
         return;
     if (tx->params.rank < r)
         ctl_connect(tx, r);
-    else if (lp->ctl == LOOM_LINK_CS_HELLO_OK)
-        send_ack(tx, r); /* its hello came first */
+    else
+        pending_step_held(tx); /* its hello may have come first */
 }
 
 loom_result_t loom_link_start(struct loom_tx *tx, int r)
@@ -365,7 +362,16 @@ static void poll_oob(struct loom_tx *tx)
     }
 }
 
-/* ---- sockets handed over by the OOB service, their hello not yet read ---- */
+/* ---- sockets handed over by the OOB service, their handshake running ---- */
+
+/* A handshake's epoll events (the peer's hang-up too). */
+static uint32_t hs_epoll(const struct loom_hs *hs)
+{
+    return (hs->events & POLLIN ? EPOLLIN : 0) | (hs->events & POLLOUT ? EPOLLOUT : 0) | EPOLLRDHUP;
+}
+
+static void refuse(struct loom_tx *tx, int i);
+static void pending_event(struct loom_tx *tx, int fd);
 
 static void take(struct loom_tx *tx)
 {
@@ -383,13 +389,18 @@ static void take(struct loom_tx *tx)
         }
         l->pending = np;
         int i = l->npending++;
-        l->pending[i] = (struct loom_link_pending){
-            .fd = fd, .deadline = loom_now() + (tx->params.connect_timeout > 0
-                                                    ? tx->params.connect_timeout : 60)};
-        snprintf(l->pending[i].from, sizeof l->pending[i].from, "%s", from);
+        struct loom_link_pending *pd = &l->pending[i];
+        pd->fd = fd;
+        snprintf(pd->from, sizeof pd->from, "%s", from);
         loom_net_set_nonblock(fd);
         loom_net_set_nodelay(fd);
-        loom_link_epoll_add(tx, fd, EPOLLIN | EPOLLRDHUP, LOOM_LINK_EP_PENDING(fd));
+        double limit = tx->params.connect_timeout > 0 ? tx->params.connect_timeout : 60;
+        if (loom_hs_accept(&pd->hs, &l->hs, &l->key, fd, from, tx, limit) < 0) {
+            refuse(tx, i);
+            continue;
+        }
+        loom_link_epoll_add(tx, fd, hs_epoll(&pd->hs), LOOM_LINK_EP_PENDING(fd));
+        pending_event(tx, fd);
     }
 }
 
@@ -408,16 +419,51 @@ static void pending_drop(struct loom_link *l, int i, int close_it)
     l->pending[i] = l->pending[--l->npending];
 }
 
-static void refuse(struct loom_tx *tx, int i, const char *why)
+/* The handshake on pending socket i failed: log why, close it. A peer's
+ * own socket that merely ended is not worth a warning. */
+static void refuse(struct loom_tx *tx, int i)
 {
     struct loom_link *l = loom_link_of(tx);
-    LOOM_WARN(LOOM_SUB_NET, "%s: rank %d: refused a control connection from %s: %s",
-              l->ops->name, tx->params.rank, l->pending[i].from[0] ? l->pending[i].from : "?",
-              why);
+    struct loom_hs *hs = &l->pending[i].hs;
+    if (hs->code == LOOM_ERROR_REMOTE && hs->received == 0)
+        LOOM_INFO(LOOM_SUB_NET, "%s: rank %d: %s", l->ops->name, tx->params.rank, hs->err);
+    else
+        LOOM_WARN(LOOM_SUB_NET, "%s: rank %d: refused a control connection: %s", l->ops->name,
+                  tx->params.rank, hs->err);
+    loom_hs_free(hs);
     pending_drop(l, i, 1);
 }
 
-/* Bytes on a socket not yet known: a hello, checked as a whole. */
+/* The handshake's payload check (accept side): a hello to this rank of
+ * this communicator from a lower rank whose link this rank started, with
+ * the token it gave that rank; held until that rank's blob is applied. */
+static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen)
+{
+    struct loom_tx *tx = arg;
+    struct loom_link_hello h;
+    if (loom_link_hello_decode(payload, len, &h) != 0) {
+        snprintf(why, whylen, "a hello of %zu bytes, expected %d", len, LOOM_LINK_HELLO_LEN);
+        return LOOM_HS_DROP;
+    }
+    if (h.comm_id != tx->params.comm_id || h.to != (uint32_t)tx->params.rank ||
+        h.from >= (uint32_t)tx->params.rank) {
+        snprintf(why, whylen, "a hello from rank %u to rank %u of communicator %016llx", h.from,
+                 h.to, (unsigned long long)h.comm_id);
+        return LOOM_HS_DROP;
+    }
+    struct loom_link_peer *lp = loom_link_peer(tx, (int)h.from);
+    /* the token is this rank's secret for that peer, sent only through the
+     * out-of-band service: compare in constant time */
+    if (lp->state == LOOM_LINK_S_NONE || lp->state == LOOM_LINK_S_FAILED || lp->ctl_fd >= 0 ||
+        !loom_auth_equal(h.token, lp->token, sizeof lp->token)) {
+        snprintf(why, whylen, "a hello as rank %u without the token this rank gave it", h.from);
+        return LOOM_HS_DROP;
+    }
+    return lp->state == LOOM_LINK_S_WAIT_CTL ? LOOM_HS_ACCEPT : LOOM_HS_HOLD;
+}
+
+/* Step pending socket fd's handshake; once done, it is its peer's control
+ * socket and the link is up. */
 static void pending_event(struct loom_tx *tx, int fd)
 {
     struct loom_link *l = loom_link_of(tx);
@@ -427,61 +473,41 @@ static void pending_event(struct loom_tx *tx, int fd)
     if (i == l->npending)
         return;
     struct loom_link_pending *pd = &l->pending[i];
-    ssize_t n = recv(fd, pd->in + pd->have, sizeof pd->in - pd->have, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        pending_drop(l, i, 1);
+    int rc = loom_hs_step(&pd->hs);
+    if (rc < 0) {
+        refuse(tx, i);
         return;
     }
-    if (n < 0)
+    if (rc == LOOM_HS_AGAIN) {
+        struct epoll_event ev = {.events = hs_epoll(&pd->hs), .data.u64 = LOOM_LINK_EP_PENDING(fd)};
+        epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev);
         return;
-    pd->have += (size_t)n;
-    if (pd->have < sizeof pd->in)
-        return;
+    }
+    size_t len = 0;
+    const uint8_t *payload = loom_hs_payload(&pd->hs, &len);
     struct loom_link_hello h;
-    char why[256];
-    if (loom_link_hello_decode(&l->ops->proto, pd->in, &h) != 0) {
-        snprintf(why, sizeof why, "not a Loom %s hello", l->ops->name);
-        refuse(tx, i, why);
-        return;
-    }
+    loom_link_hello_decode(payload, len, &h); /* checked: hello_check */
     int from = (int)h.from;
-    if (h.comm_id != tx->params.comm_id || h.to != (uint32_t)tx->params.rank ||
-        h.from >= (uint32_t)tx->params.nranks || from >= tx->params.rank) {
-        snprintf(why, sizeof why, "a hello from rank %u to rank %u of communicator %016llx",
-                 h.from, h.to, (unsigned long long)h.comm_id);
-        refuse(tx, i, why);
-        return;
-    }
     struct loom_link_peer *lp = loom_link_peer(tx, from);
-    if ((h.flags & LOOM_LINK_HELLO_F_KEYED) != (l->key.set ? LOOM_LINK_HELLO_F_KEYED : 0)) {
-        refuse(tx, i, l->key.set ? "it has no job key (LOOM_JOB_KEY) and this rank has one"
-                                 : "it has a job key and this rank has none");
-        return;
-    }
-    uint8_t mac[32];
-    ctl_mac(l, 'C', pd->in, mac);
-    /* the token is this rank's secret for that peer, sent only through the
-     * out-of-band service: compare in constant time */
-    if (lp->state == LOOM_LINK_S_NONE || lp->state == LOOM_LINK_S_FAILED || lp->ctl_fd >= 0 ||
-        !loom_auth_equal(h.token, lp->token, sizeof lp->token)) {
-        snprintf(why, sizeof why, "a hello as rank %d without the token this rank gave it", from);
-        refuse(tx, i, why);
-        return;
-    }
-    if (l->key.set && !loom_auth_equal(h.mac, mac, sizeof mac)) {
-        snprintf(why, sizeof why, "a hello as rank %d with a wrong job key proof", from);
-        refuse(tx, i, why);
-        return;
-    }
-    memcpy(lp->ctl_in, pd->in, sizeof lp->ctl_in); /* signed bytes, for the ACK */
+    loom_hs_free(&pd->hs);
     lp->ctl_fd = fd;
     pending_drop(l, i, 0);
     loom_net_set_keepalive(fd, tx->params.timeout);
     loom_link_epoll_add(tx, fd, EPOLLIN | EPOLLRDHUP, LOOM_LINK_EP_PEER(from));
-    if (lp->state == LOOM_LINK_S_WAIT_CTL)
-        send_ack(tx, from);
-    else
-        lp->ctl = LOOM_LINK_CS_HELLO_OK; /* its blob has not come yet */
+    ctl_up(tx, from);
+}
+
+/* A blob was applied: the handshakes it held go on. */
+static void pending_step_held(struct loom_tx *tx)
+{
+    struct loom_link *l = loom_link_of(tx);
+    for (int i = 0; i < l->npending;) {
+        int fd = l->pending[i].fd, n = l->npending;
+        if (l->pending[i].hs.events == 0)
+            pending_event(tx, fd);
+        if (l->npending == n)
+            i++; /* else slot i holds another socket now */
+    }
 }
 
 /* ---- frames on an established control socket ---- */
@@ -576,9 +602,9 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame
 }
 
 /* The lower rank's socket connected: send the OOB service's preamble (it
- * hands the socket over) and the hello, 104 bytes on a new socket, taken
- * whole. */
-static void send_hello(struct loom_tx *tx, int r, uint32_t events)
+ * hands the socket over, 16 bytes on a new socket, taken whole) and start
+ * the handshake, whose hello carries the token r gave this rank. */
+static void start_hs(struct loom_tx *tx, int r, uint32_t events)
 {
     struct loom_link *l = loom_link_of(tx);
     struct loom_link_peer *lp = loom_link_peer(tx, r);
@@ -592,44 +618,54 @@ static void send_hello(struct loom_tx *tx, int r, uint32_t events)
                        strerror(err));
         return;
     }
-    struct loom_link_hello h = {.flags = l->key.set ? LOOM_LINK_HELLO_F_KEYED : 0,
-                                .from = (uint32_t)tx->params.rank, .to = (uint32_t)r,
-                                .comm_id = tx->params.comm_id};
-    memcpy(h.token, lp->rtoken, sizeof h.token);
-    uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_LINK_HELLO_LEN];
-    loom_oob_preamble(tx->params.oob, l->ops->oob_kind, b);
-    uint8_t *hb = b + LOOM_OOB_PREAMBLE_LEN;
-    loom_link_hello_encode(&l->ops->proto, &h, hb);
-    ctl_mac(l, 'C', hb, h.mac);
-    loom_link_hello_encode(&l->ops->proto, &h, hb);
-    memcpy(lp->ctl_in, hb, sizeof lp->ctl_in); /* to check the ACK's proof */
-    if (send(lp->ctl_fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof b) {
+    uint8_t pre[LOOM_OOB_PREAMBLE_LEN];
+    loom_oob_preamble(tx->params.oob, l->ops->oob_kind, pre);
+    if (send(lp->ctl_fd, pre, sizeof pre, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof pre) {
         loom_link_fail(tx, r, LOOM_ERROR_REMOTE, "dropped its control connection: %s",
                        strerror(errno));
         return;
     }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u64 = LOOM_LINK_EP_PEER(r)};
-    epoll_ctl(l->epfd, EPOLL_CTL_MOD, lp->ctl_fd, &ev);
-    lp->ctl = LOOM_LINK_CS_WAIT_ACK;
+    struct loom_link_hello h = {
+        .from = (uint32_t)tx->params.rank, .to = (uint32_t)r, .comm_id = tx->params.comm_id};
+    memcpy(h.token, lp->rtoken, sizeof h.token);
+    uint8_t hello[LOOM_LINK_HELLO_LEN];
+    loom_link_hello_encode(&h, hello);
+    double limit = tx->params.connect_timeout > 0 ? tx->params.connect_timeout : 120;
+    char d[256];
+    lp->hs = malloc(sizeof *lp->hs);
+    loom_result_t res = lp->hs ? loom_hs_connect(lp->hs, &l->hs, &l->key, lp->ctl_fd,
+                                                 loom_link_describe(tx, r, d, sizeof d), hello,
+                                                 sizeof hello, lp->t_start + limit - loom_now())
+                               : LOOM_ERROR_NO_MEMORY;
+    if (res < 0) {
+        loom_link_fail(tx, r, res, "cannot be sent a control hello: %s",
+                       lp->hs ? loom_hs_why(lp->hs) : "out of memory");
+        return;
+    }
+    lp->ctl = LOOM_LINK_CS_HS;
 }
 
-static int ack_ok(struct loom_tx *tx, int r, const struct loom_link_frame *f)
+/* Step the lower rank's handshake; once done, the link is up. */
+static void step_hs(struct loom_tx *tx, int r)
 {
     struct loom_link *l = loom_link_of(tx);
     struct loom_link_peer *lp = loom_link_peer(tx, r);
-    uint8_t mac[32], got[24];
-    ctl_mac(l, 'A', lp->ctl_in, mac);
-    loom_put_le64(got, f->w0);
-    loom_put_le64(got + 8, f->w1);
-    loom_put_le64(got + 16, f->w2);
-    if (f->type != LOOM_LINK_ACK || f->comm_id != tx->params.comm_id ||
-        (l->key.set && !loom_auth_equal(got, mac, sizeof got))) {
-        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL, "answered the control hello with %s",
-                       f->type != LOOM_LINK_ACK ? "something else than ACK"
-                                                : "a wrong job key proof");
-        return 0;
+    int rc = loom_hs_step(lp->hs);
+    if (rc < 0) {
+        char why[700];
+        loom_link_fail(tx, r, rc, "%s", loom_hs_blame(lp->hs, why, sizeof why));
+        return;
     }
-    return 1;
+    struct epoll_event ev = {.events = rc == LOOM_HS_AGAIN ? hs_epoll(lp->hs)
+                                                           : EPOLLIN | EPOLLRDHUP,
+                             .data.u64 = LOOM_LINK_EP_PEER(r)};
+    epoll_ctl(l->epfd, EPOLL_CTL_MOD, lp->ctl_fd, &ev);
+    if (rc == LOOM_HS_AGAIN)
+        return;
+    loom_hs_free(lp->hs);
+    free(lp->hs);
+    lp->hs = NULL;
+    ctl_up(tx, r);
 }
 
 static void ctl_event(struct loom_tx *tx, int r, uint32_t events)
@@ -638,10 +674,15 @@ static void ctl_event(struct loom_tx *tx, int r, uint32_t events)
     struct loom_link_peer *lp = loom_link_peer(tx, r);
     if (lp->ctl_fd < 0 || lp->failed)
         return;
-    if (lp->ctl == LOOM_LINK_CS_CONNECTING) {
-        send_hello(tx, r, events);
-        return;
+    if (lp->ctl == LOOM_LINK_CS_CONNECTING)
+        start_hs(tx, r, events);
+    if (lp->ctl == LOOM_LINK_CS_HS && !lp->failed) {
+        step_hs(tx, r);
+        if (lp->ctl != LOOM_LINK_CS_UP || lp->failed)
+            return;
     }
+    if (lp->ctl != LOOM_LINK_CS_UP)
+        return;
     /* frames: read what is there, 40 bytes at a time */
     for (;;) {
         uint8_t fb[LOOM_LINK_FRAME_LEN];
@@ -672,12 +713,6 @@ static void ctl_event(struct loom_tx *tx, int r, uint32_t events)
             loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
                            "sent bytes on its control connection that are not a frame");
             return;
-        }
-        if (lp->ctl == LOOM_LINK_CS_WAIT_ACK) {
-            if (!ack_ok(tx, r, &f))
-                return;
-            ctl_up(tx, r);
-            continue;
         }
         handle_frame(tx, r, &f);
         if (lp->failed || lp->ctl_fd < 0)
@@ -740,9 +775,10 @@ int loom_link_timeouts(struct loom_tx *tx)
     double limit = tx->params.connect_timeout > 0 ? tx->params.connect_timeout : 120;
     int next_ms = -1;
     for (int i = 0; i < l->npending;) {
-        if (now > l->pending[i].deadline)
-            refuse(tx, i, "it said nothing before the connection timeout");
-        else
+        int n = l->npending;
+        if (now >= l->pending[i].hs.deadline)
+            pending_event(tx, l->pending[i].fd); /* it fails at its deadline */
+        if (l->npending == n)
             i++;
     }
     for (int i = 0; i < l->nlive; i++) {

@@ -16,10 +16,11 @@
  *  - a rank that receives a blob from p applies it (after starting, if it
  *    had not) and, only if it had not started itself, answers with its own;
  *  - the lower rank of the two then opens a TCP socket to the higher rank's
- *    OOB port (the service hands it over: ops->oob_kind) and sends a hello
- *    carrying the token the higher rank put in its blob, signed with the job
- *    key; the higher rank checks it and answers ACK (signed too). Data moves
- *    only after that (the up hook).
+ *    OOB port (the service hands it over: ops->oob_kind) and runs the
+ *    handshake of every Loom socket (net/handshake.h): its hello carries
+ *    the token the higher rank put in its blob, signed with the job key;
+ *    the higher rank checks it (holding it until r's blob is applied) and
+ *    proves the key back. Data moves only after that (the up hook).
  * Blobs travel only through the out-of-band service, whose messages come
  * from ranks that passed the bootstrap's authentication; the control socket
  * accepts only a hello with the token of that exchange (and the job key's
@@ -42,6 +43,7 @@
 
 #include "auth.h"
 #include "loom.h"
+#include "net/handshake.h"
 #include "transport/common/link_notice.h"
 #include "transport/common/link_wire.h"
 #include "transport/transport.h"
@@ -70,9 +72,8 @@ enum loom_link_state {
 
 enum loom_link_ctl {
     LOOM_LINK_CS_NONE = 0,
-    LOOM_LINK_CS_CONNECTING,     /* lower rank: connect() in progress        */
-    LOOM_LINK_CS_WAIT_ACK,       /* lower rank: hello sent                   */
-    LOOM_LINK_CS_HELLO_OK,       /* higher rank: hello checked, no blob yet  */
+    LOOM_LINK_CS_CONNECTING, /* lower rank: connect() in progress        */
+    LOOM_LINK_CS_HS,         /* lower rank: the handshake runs (lp->hs)  */
     LOOM_LINK_CS_UP,
 };
 
@@ -85,7 +86,7 @@ struct loom_link_peer {
     uint8_t rtoken[LOOM_LINK_TOKEN_LEN]; /* what ours must carry             */
     int have_blob;               /* its blob was applied                     */
     int ctl_fd;
-    uint8_t ctl_in[LOOM_LINK_HELLO_LEN]; /* the signed hello, for the ACK    */
+    struct loom_hs *hs;          /* while ctl is LOOM_LINK_CS_HS             */
     double eof_at;               /* its control socket ended, no goodbye     */
     double bye_at;               /* it said goodbye with requests pending    */
     int bye;                     /* it said goodbye: left in order           */
@@ -100,12 +101,10 @@ struct loom_link_peer {
     int held_data;
 };
 
-struct loom_link_pending {       /* a control socket, its hello not yet read */
+struct loom_link_pending { /* a control socket, its handshake running  */
     int fd;
-    double deadline;
     char from[64];               /* its address, for a refusal's message     */
-    uint8_t in[LOOM_LINK_HELLO_LEN];
-    size_t have;
+    struct loom_hs hs;           /* accept side, until the connect timeout   */
 };
 
 struct loom_link_ops {
@@ -143,6 +142,7 @@ struct loom_link_ops {
 struct loom_link {
     const struct loom_link_ops *ops;
     struct loom_auth_key key;    /* LOOM_JOB_KEY                              */
+    struct loom_hs_proto hs;     /* the control socket's handshake (ops')     */
     int epfd;                    /* the transport sleeps on it                */
     int wakefd, oobfd;           /* wake(); the OOB service's notices         */
     void *peers;                 /* nranks entries of peer_size bytes        */

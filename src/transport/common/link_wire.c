@@ -6,35 +6,26 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "auth.h"
 #include "util.h"
 #include "wire.h"
 #include "transport/common/link_wire.h"
 
-void loom_link_hello_encode(const struct loom_link_proto *p, const struct loom_link_hello *h,
-                            uint8_t out[LOOM_LINK_HELLO_LEN])
+void loom_link_hello_encode(const struct loom_link_hello *h, uint8_t out[LOOM_LINK_HELLO_LEN])
 {
-    loom_put_le32(out, p->hello_magic);
-    loom_put_le16(out + 4, LOOM_LINK_VERSION);
-    loom_put_le16(out + 6, h->flags);
-    loom_put_le32(out + 8, h->from);
-    loom_put_le32(out + 12, h->to);
-    loom_put_le64(out + 16, h->comm_id);
-    memcpy(out + 24, h->token, LOOM_LINK_TOKEN_LEN);
-    memcpy(out + 56, h->mac, 32);
+    loom_put_le32(out, h->from);
+    loom_put_le32(out + 4, h->to);
+    loom_put_le64(out + 8, h->comm_id);
+    memcpy(out + 16, h->token, LOOM_LINK_TOKEN_LEN);
 }
 
-int loom_link_hello_decode(const struct loom_link_proto *p, const uint8_t in[LOOM_LINK_HELLO_LEN],
-                           struct loom_link_hello *h)
+int loom_link_hello_decode(const uint8_t *in, size_t len, struct loom_link_hello *h)
 {
-    if (loom_get_le32(in) != p->hello_magic || loom_get_le16(in + 4) != LOOM_LINK_VERSION)
+    if (len != LOOM_LINK_HELLO_LEN)
         return -1;
-    h->flags = loom_get_le16(in + 6);
-    h->from = loom_get_le32(in + 8);
-    h->to = loom_get_le32(in + 12);
-    h->comm_id = loom_get_le64(in + 16);
-    memcpy(h->token, in + 24, LOOM_LINK_TOKEN_LEN);
-    memcpy(h->mac, in + 56, 32);
+    h->from = loom_get_le32(in);
+    h->to = loom_get_le32(in + 4);
+    h->comm_id = loom_get_le64(in + 8);
+    memcpy(h->token, in + 16, LOOM_LINK_TOKEN_LEN);
     return 0;
 }
 
@@ -61,24 +52,7 @@ int loom_link_frame_decode(const struct loom_link_proto *p, const uint8_t in[LOO
     f->w0 = loom_get_le64(in + 16);
     f->w1 = loom_get_le64(in + 24);
     f->w2 = loom_get_le64(in + 32);
-    return f->type >= LOOM_LINK_ACK && f->type <= LOOM_LINK_PING ? 0 : -1;
-}
-
-void loom_link_mac(const struct loom_link_proto *p, const uint8_t *key, size_t keylen, char role,
-                   const uint8_t hello[LOOM_LINK_HELLO_LEN], uint8_t mac[32])
-{
-    memset(mac, 0, 32);
-    if (!key)
-        return;
-    /* the context's characters, the role, the signed bytes */
-    uint8_t msg[64 + 1 + LOOM_LINK_HELLO_SIGNED];
-    size_t n = strlen(p->mac_ctx);
-    if (n > 64)
-        n = 64;
-    memcpy(msg, p->mac_ctx, n);
-    msg[n] = (uint8_t)role;
-    memcpy(msg + n + 1, hello, LOOM_LINK_HELLO_SIGNED);
-    loom_auth_hmac_sha256(key, keylen, msg, n + 1 + LOOM_LINK_HELLO_SIGNED, mac);
+    return f->type >= LOOM_LINK_BYE && f->type <= LOOM_LINK_PING ? 0 : -1;
 }
 
 void loom_link_token(void *buf, size_t len)

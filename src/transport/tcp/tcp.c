@@ -33,6 +33,7 @@
 #include "loom.h"
 #include "util.h"
 #include "log.h"
+#include "transport/common/link_notice.h"
 #include "transport/tcp/tcp_check.h"
 #include "transport/tcp/tcp_priv.h"
 #include "auth.h"
@@ -166,9 +167,8 @@ static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
         }
         if (sk->fd >= 0)
             close(sk->fd); /* also leaves the epoll set */
-        if (sk->hs_fd >= 0)
-            close(sk->hs_fd);
-        sk->fd = sk->hs_fd = -1;
+        loom_tcp_hs_close(sk);
+        sk->fd = -1;
         sk->ep_mask = 0;
         sk->cache_off = sk->cache_len = 0;
     }
@@ -196,13 +196,35 @@ void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
         tx->blame = r + 1;
 }
 
+/* A failure notice (common/link_notice.h) in an ABORT frame: the FAIL
+ * frame's flags in desc, its words in seq, count and len. */
+static void notice_encode(const struct loom_link_notice *n, struct loom_tcp_frame *f)
+{
+    struct loom_link_frame lf;
+    loom_link_notice_encode(n, &lf);
+    f->tag = LOOM_TCP_CTL_ABORT;
+    f->desc = lf.flags;
+    f->seq = lf.w0;
+    f->count = lf.w1;
+    f->len = lf.w2;
+}
+
+static void notice_decode(const struct loom_tcp_frame *f, struct loom_link_notice *n)
+{
+    struct loom_link_frame lf = {.type = LOOM_LINK_FAIL,
+                                 .flags = (uint16_t)f->desc,
+                                 .w0 = f->seq,
+                                 .w1 = f->count,
+                                 .w2 = f->len};
+    loom_link_notice_decode(&lf, n);
+}
+
 /* A control frame from peer r (see tcp_frame.h). Returns 1 when the link
  * stays usable (a goodbye on an idle socket), 0 when r is now failed. */
 static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame *f,
                           int expected_data)
 {
     struct tcp_priv *tp = tx->priv;
-    char d[256];
     if (f->tag == LOOM_TCP_CTL_BYE) {
         tp->peers[r].bye = 1;
         if (!expected_data)
@@ -213,29 +235,11 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
         return 0;
     }
     if (f->tag == LOOM_TCP_CTL_ABORT) {
-        int culprit = (int)(uint32_t)f->len - 1;
-        loom_result_t code = (loom_result_t)(int32_t)(uint32_t)(f->len >> 32);
-        if (code == LOOM_ERROR_MISMATCH && culprit == tx->params.rank) {
-            /* it found this rank in another call: name its call */
-            tx->mismatch = (struct loom_tx_mismatch){
-                .valid = 1, .peer = r, .tag = (uint32_t)f->seq, .desc = f->desc,
-                .count = f->count};
-            loom_tcp_fail_peer(tx, r, LOOM_ERROR_MISMATCH,
-                      "is in another collective call (it stopped in call #%llu)",
-                      (unsigned long long)f->seq);
-            return 0;
-        }
-        unsigned long long q = (unsigned long long)f->seq;
-        const char *who = NULL;
-        if (culprit >= 0 && culprit < tx->params.nranks && culprit != r) {
-            who = culprit == tx->params.rank ? "this rank"
-                                             : loom_tcp_describe(tx, culprit, d, sizeof d);
-            if (culprit != tx->params.rank)
-                tx->blame = culprit + 1; /* pass the original cause on */
-        }
+        struct loom_link_notice n;
         char why[400];
-        loom_tx_stop_reason(why, sizeof why, code, q, who);
-        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "%s", why);
+        notice_decode(f, &n);
+        loom_result_t res = loom_link_notice_apply(tx, r, &n, loom_tcp_describe, why, sizeof why);
+        loom_tcp_fail_peer(tx, r, res, "%s", why);
         return 0;
     }
     loom_tcp_fail_peer(tx, r, LOOM_ERROR_PROTOCOL, "sent an unknown control frame %u", f->tag);
@@ -260,12 +264,20 @@ static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc
          * reads the hello, proves the key back and watches the socket),
          * though this side still waits for the proof: it hears the frame
          * too, rather than an end of stream without a goodbye. */
-        int fd = sk->fd >= 0 ? sk->fd : sk->cstate == TCP_CS_PROOF ? sk->hs_fd : -1;
+        int fd = sk->fd >= 0 ? sk->fd : sk->hs && loom_hs_hello_sent(sk->hs) ? sk->hs_fd : -1;
         if (fd < 0 || (sk->sendq.head && sk->sendq.head->done))
             continue;
         if (send(fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
             continue; /* the link is already gone or full: nothing to add */
     }
+}
+
+/* A failure notice (an ABORT frame) to every socket of peer r. */
+static void send_notice(struct loom_tx *tx, int r, const struct loom_link_notice *n)
+{
+    struct loom_tcp_frame f;
+    notice_encode(n, &f);
+    send_control(tx, r, f.tag, f.desc, f.seq, f.count, f.len);
 }
 
 /* A control frame of this communicator. */
@@ -466,10 +478,12 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
          * told which call this rank is in before the links close, since it
          * may not have read (or even been sent) this rank's frames: its
          * sends and this rank's travel on different sockets. */
-        send_control(tx, sk->peer, LOOM_TCP_CTL_ABORT, op->req->desc, op->req->tag,
-                     op->req->count,
-                     (uint64_t)(uint32_t)LOOM_ERROR_MISMATCH << 32 |
-                         (uint32_t)(sk->peer + 1));
+        send_notice(tx, sk->peer,
+                    &(struct loom_link_notice){.culprit = sk->peer,
+                                               .code = LOOM_ERROR_MISMATCH,
+                                               .seq = op->req->tag,
+                                               .count = op->req->count,
+                                               .desc = op->req->desc});
         tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = sk->peer,
                                                  .tag = f.tag, .desc = f.desc,
                                                  .count = f.count};
@@ -879,13 +893,16 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         res = LOOM_ERROR_ABORTED;
     /* Tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it. */
-    int culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1;
-    uint64_t word = (uint64_t)(uint32_t)res << 32 | (uint32_t)(culprit + 1);
+    struct loom_link_notice n = {.culprit = tx->notice_culprit >= 0 ? tx->notice_culprit
+                                                                    : tx->blame - 1,
+                                 .code = res,
+                                 .seq = tx->notice_seq,
+                                 .count = tx->notice_count,
+                                 .desc = tx->notice_desc};
     for (int r = 0; r < tx->params.nranks; r++) {
         if (r == tx->params.rank || tp->peers[r].failed || tp->peers[r].bye)
             continue;
-        send_control(tx, r, LOOM_TCP_CTL_ABORT, tx->notice_desc, tx->notice_seq,
-                     tx->notice_count, word);
+        send_notice(tx, r, &n);
         /* half-close: the notice is followed by an end of stream, not by a
          * reset that could discard it; the sockets close at finalize */
         for (int s = 0; s < tp->nsocks; s++) {

@@ -8,9 +8,9 @@
  * through the out-of-band service (a 4-byte message naming the socket), so
  * two ranks never open the same socket at once and nothing races.
  *
- * On each socket the acceptor (lower rank) opens with a challenge; the
- * connector answers with a hello (tcp_frame.h) naming the communicator, both
- * ranks and the socket index, signed with the job key (auth.h); the acceptor
+ * Each socket then runs the handshake of every Loom socket (net/handshake.h):
+ * the connector's hello (tcp_frame.h) names the communicator, both ranks
+ * and the socket index, signed with the job key; the acceptor (lower rank)
  * checks the key first, then the hello, and proves the key back. It drops
  * (and logs) any socket that is not for it, so strangers and stale jobs
  * cannot take a slot; a socket that says nothing is dropped at its deadline.
@@ -18,6 +18,7 @@
 #include "build_config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,11 +134,27 @@ static void sock_up(struct loom_tx *tx, struct tcp_sock *sk, int fd, int added)
 
 /* ---- the connector (higher rank) ---------------------------------------- */
 
-static void out_retry(struct loom_tx *tx, struct tcp_sock *sk, int err)
+/* The handshake's socket: the handshake's epoll events. */
+static uint32_t hs_epoll(const struct loom_hs *hs)
+{
+    return (hs->events & POLLIN ? EPOLLIN : 0) | (hs->events & POLLOUT ? EPOLLOUT : 0);
+}
+
+void loom_tcp_hs_close(struct tcp_sock *sk)
 {
     if (sk->hs_fd >= 0)
         close(sk->hs_fd); /* also leaves the epoll set */
     sk->hs_fd = -1;
+    if (sk->hs) {
+        loom_hs_free(sk->hs);
+        free(sk->hs);
+        sk->hs = NULL;
+    }
+}
+
+static void out_retry(struct loom_tx *tx, struct tcp_sock *sk, int err)
+{
+    loom_tcp_hs_close(sk);
     sk->last_errno = err;
     sk->cstate = TCP_CS_WAIT;
     double now = loom_now();
@@ -163,7 +180,6 @@ static void out_start(struct loom_tx *tx, struct tcp_sock *sk)
     }
     sk->hs_fd = fd;
     sk->cstate = TCP_CS_CONNECTING;
-    sk->hs_got = 0;
     watch(tp, fd, sk, EPOLLOUT, 1);
 }
 
@@ -172,7 +188,7 @@ static void out_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
 {
     struct tcp_priv *tp = tx->priv;
     const struct loom_tx_params *p = &tx->params;
-    char why[300], d[256];
+    char why[700], d[256];
     if (sk->cstate == TCP_CS_CONNECTING) {
         int err = 0;
         socklen_t el = sizeof err;
@@ -198,61 +214,45 @@ static void out_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
             out_retry(tx, sk, errno);
             return;
         }
-        sk->cstate = TCP_CS_CHALLENGE;
-        sk->hs_got = 0;
-        watch(tp, sk->hs_fd, sk, EPOLLIN, 0);
+        struct loom_tcp_hello h = {.from = (uint32_t)p->rank,
+                                   .to = (uint32_t)sk->peer,
+                                   .comm_id = p->comm_id,
+                                   .sock = (uint32_t)sk->index};
+        uint8_t hello[LOOM_TCP_HELLO_LEN];
+        loom_tcp_hello_encode(&h, hello);
+        sk->hs = malloc(sizeof *sk->hs);
+        loom_result_t res = sk->hs
+                                ? loom_hs_connect(sk->hs, &loom_tcp_hs, tp->key, sk->hs_fd,
+                                                  loom_tcp_describe(tx, sk->peer, d, sizeof d),
+                                                  hello, sizeof hello,
+                                                  sk->first_try + p->connect_timeout - loom_now())
+                                : LOOM_ERROR_NO_MEMORY;
+        if (res < 0) {
+            loom_tcp_fail_peer(tx, sk->peer, res, "cannot be sent a signed hello: %s",
+                               sk->hs ? loom_hs_why(sk->hs) : "out of memory");
+            return;
+        }
+        sk->cstate = TCP_CS_HS;
+    }
+    int rc = loom_hs_step(sk->hs);
+    if (rc == LOOM_HS_AGAIN) {
+        watch(tp, sk->hs_fd, sk, hs_epoll(sk->hs), 0);
         return;
     }
-    ssize_t n = recv(sk->hs_fd, sk->hs_in + sk->hs_got, LOOM_AUTH_MSG_LEN - sk->hs_got, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0) {
+    if (rc == LOOM_ERROR_REMOTE) {
         /* the peer's service may have dropped it (not yet knowing this
          * communicator): try again */
-        out_retry(tx, sk, n == 0 ? ECONNRESET : errno);
+        out_retry(tx, sk, ECONNRESET);
         return;
     }
-    sk->hs_got += (size_t)n;
-    if (sk->hs_got < LOOM_AUTH_MSG_LEN)
-        return;
-    sk->hs_got = 0;
-    if (sk->cstate == TCP_CS_CHALLENGE) {
-        if (loom_tcp_chal_check(sk->hs_in, sk->ca, why, sizeof why) != LOOM_TCP_HELLO_OK) {
-            loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", why);
-            return;
-        }
-        struct loom_tcp_hello h = {
-            .magic = LOOM_TCP_HELLO_MAGIC, .version = LOOM_TCP_VERSION,
-            .sock = (uint16_t)sk->index, .from = (uint32_t)p->rank,
-            .to = (uint32_t)sk->peer, .comm_id = p->comm_id, .nonce = 0};
-        loom_tcp_hello_encode(&h, sk->hello);
-        if (loom_auth_challenge(sk->cc) < 0 ||
-            loom_tcp_hello_sign(tp->key, sk->ca, sk->cc, sk->hello,
-                                sk->hello + LOOM_TCP_HELLO_LEN) < 0) {
-            loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_INTERNAL,
-                               "cannot be sent a signed hello");
-            return;
-        }
-        if (LOOM_SYSCALL_RETRY(send(sk->hs_fd, sk->hello, sizeof sk->hello, MSG_NOSIGNAL)) !=
-            (ssize_t)sizeof sk->hello) {
-            out_retry(tx, sk, errno);
-            return;
-        }
-        sk->cstate = TCP_CS_PROOF;
-        return;
-    }
-    int rc = loom_tcp_proof_check(tp->key, sk->hs_in, sk->ca, sk->cc, sk->hello, why,
-                                  sizeof why);
-    if (rc != LOOM_TCP_HELLO_OK) {
-        loom_tcp_fail_peer(tx, sk->peer,
-                           rc == LOOM_TCP_HELLO_BAD_KEY ? LOOM_ERROR_MISMATCH
-                                                        : LOOM_ERROR_PROTOCOL,
-                           "%s", why);
+    if (rc < 0) {
+        loom_tcp_fail_peer(tx, sk->peer, rc, "%s", loom_hs_blame(sk->hs, why, sizeof why));
         return;
     }
     pending_del(tp, sk);
     int fd = sk->hs_fd;
     sk->hs_fd = -1;
+    loom_tcp_hs_close(sk);
     sock_up(tx, sk, fd, 1);
     LOOM_TRACE(LOOM_SUB_NET, "tcp: rank %d: socket %d to %s is up", p->rank, sk->index,
                loom_tcp_describe(tx, sk->peer, d, sizeof d));
@@ -305,14 +305,37 @@ static void in_drop(struct tcp_priv *tp, struct tcp_in *in, int close_fd)
     }
     if (close_fd && in->fd >= 0)
         close(in->fd);
+    loom_hs_free(&in->hs);
     free(in);
 }
 
-static int send_small(int fd, const uint8_t *buf, size_t len)
+static void in_event(struct loom_tx *tx, struct tcp_in *in);
+
+/* The handshake's payload check: a hello for a free socket of this
+ * communicator, from a higher rank. */
+static int in_check(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen)
 {
-    ssize_t n = LOOM_SYSCALL_RETRY(send(fd, buf, len, MSG_NOSIGNAL));
-    return n == (ssize_t)len ? 0 : -1;
+    struct tcp_in *in = arg;
+    struct loom_tx *tx = in->tx;
+    struct tcp_priv *tp = tx->priv;
+    struct loom_tcp_hello_expect e = {.rank = tx->params.rank,
+                                      .nranks = tx->params.nranks,
+                                      .nsocks = tp->nsocks,
+                                      .comm_id = tx->params.comm_id};
+    int rc = loom_tcp_hello_check(&e, payload, len, &in->hello, why, whylen);
+    if (rc == LOOM_HS_ACCEPT &&
+        (tp->peers[in->hello.from].failed ||
+         tp->peers[in->hello.from].socks[in->hello.sock].cstate == TCP_CS_UP)) {
+        snprintf(why, whylen, "rank %u socket %u is already connected (or failed)", in->hello.from,
+                 in->hello.sock);
+        rc = LOOM_HS_DROP;
+    }
+    return rc;
 }
+
+const struct loom_hs_proto loom_tcp_hs = LOOM_HS_PROTO(
+    "tcp", LOOM_TCP_HS_CTX, LOOM_TCP_CHAL_MAGIC, LOOM_TCP_HELLO_MAGIC, LOOM_TCP_PROOF_MAGIC,
+    LOOM_TCP_HS_VERSION, LOOM_TCP_HELLO_LEN, in_check);
 
 static void in_adopt(struct loom_tx *tx, int fd, const char *from)
 {
@@ -326,21 +349,19 @@ static void in_adopt(struct loom_tx *tx, int fd, const char *from)
         in_drop(tp, old, 1);
     }
     struct tcp_in *in = calloc(1, sizeof *in);
-    uint8_t chal[LOOM_AUTH_MSG_LEN];
-    if (!in || loom_auth_challenge(in->ca) < 0) {
-        free(in);
+    if (!in) {
         close(fd);
         return;
     }
     in->evkind = TCP_EV_IN;
     in->fd = fd;
-    in->deadline = loom_now() + TCP_IN_DEADLINE;
+    in->tx = tx;
     snprintf(in->from, sizeof in->from, "%s", from);
-    loom_auth_msg_encode(chal, LOOM_TCP_CHAL_MAGIC, LOOM_TCP_AUTH_VERSION,
-                         tp->key->set ? LOOM_AUTH_FLAG_KEYED : 0, in->ca);
-    if (send_small(fd, chal, sizeof chal) < 0) {
-        LOOM_WARN(LOOM_SUB_NET, "tcp: dropped a connection from %s: could not send "
-                  "the challenge", in->from);
+    loom_net_set_nonblock(fd);
+    if (loom_hs_accept(&in->hs, &loom_tcp_hs, tp->key, fd, from, in, TCP_IN_DEADLINE) < 0) {
+        LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a connection: %s", tx->params.rank,
+                  in->hs.err);
+        loom_hs_free(&in->hs);
         close(fd);
         free(in);
         return;
@@ -348,76 +369,31 @@ static void in_adopt(struct loom_tx *tx, int fd, const char *from)
     in->next = tp->ins;
     tp->ins = in;
     tp->nins++;
-    watch(tp, fd, in, EPOLLIN, 1);
+    watch(tp, fd, in, hs_epoll(&in->hs), 1);
+    in_event(tx, in);
 }
 
 static void in_event(struct loom_tx *tx, struct tcp_in *in)
 {
     struct tcp_priv *tp = tx->priv;
     const struct loom_tx_params *p = &tx->params;
-    ssize_t n = recv(in->fd, in->hello + in->got, sizeof in->hello - in->got, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    int rc = loom_hs_step(&in->hs);
+    if (rc == LOOM_HS_AGAIN) {
+        watch(tp, in->fd, in, hs_epoll(&in->hs), 0);
         return;
-    if (n <= 0) {
+    }
+    if (rc < 0) {
         /* Closed before a byte: a peer that finished while its connection
          * (one opened ahead of use) was still being made, or a port probe;
-         * harmless. Closed part way through a hello: worth a warning. */
-        if (in->got == 0)
-            LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: connection from %s closed before "
-                      "its hello: %s", p->rank, in->from,
-                      n == 0 ? "end of stream" : strerror(errno));
+         * harmless. Anything else is worth a warning. */
+        if (rc == LOOM_ERROR_REMOTE && in->hs.received == 0)
+            LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", p->rank, in->hs.err);
         else
-            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: connection from %s closed part way "
-                      "through its hello (%zu of %zu bytes): %s", p->rank, in->from,
-                      in->got, sizeof in->hello,
-                      n == 0 ? "end of stream" : strerror(errno));
+            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a connection: %s", p->rank, in->hs.err);
         in_drop(tp, in, 1);
         return;
     }
-    in->got += (size_t)n;
-    if (in->got < sizeof in->hello)
-        return;
-    struct loom_tcp_hello_expect e = {
-        .rank = p->rank, .nranks = p->nranks, .nsocks = tp->nsocks,
-        .comm_id = p->comm_id, .nonce = 0, .key = tp->key, .ca = in->ca};
-    struct loom_tcp_hello h;
-    char why[300];
-    int rc = loom_tcp_hello_check(&e, in->hello, &h, why, sizeof why);
-    if (rc == LOOM_TCP_HELLO_OK && (int)h.from < p->rank) {
-        snprintf(why, sizeof why, "rank %u is lower: this rank opens its sockets to it",
-                 h.from);
-        rc = LOOM_TCP_HELLO_DROP;
-    }
-    if (rc == LOOM_TCP_HELLO_OK && (tp->peers[h.from].failed ||
-                                    tp->peers[h.from].socks[h.sock].cstate == TCP_CS_UP)) {
-        snprintf(why, sizeof why, "rank %u socket %u is already connected (or failed)",
-                 h.from, h.sock);
-        rc = LOOM_TCP_HELLO_DROP;
-    }
-    uint8_t proof[LOOM_AUTH_MSG_LEN];
-    if (rc == LOOM_TCP_HELLO_BAD_KEY) {
-        /* Say so, so a misconfigured rank fails at once with the reason. */
-        if (loom_tcp_proof_make(tp->key, 1, in->hello, in->ca, proof) == 0)
-            send_small(in->fd, proof, sizeof proof);
-        LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: connection from %s: %s (dropped)",
-                  p->rank, in->from, why);
-        in_drop(tp, in, 1);
-        return;
-    }
-    if (rc != LOOM_TCP_HELLO_OK) {
-        LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a connection from %s: %s",
-                  p->rank, in->from, why);
-        in_drop(tp, in, 1);
-        return;
-    }
-    if (loom_tcp_proof_make(tp->key, 0, in->hello, in->ca, proof) < 0 ||
-        send_small(in->fd, proof, sizeof proof) < 0) {
-        LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a connection from %s: could "
-                  "not send the key proof", p->rank, in->from);
-        in_drop(tp, in, 1);
-        return;
-    }
-    struct tcp_sock *sk = &tp->peers[h.from].socks[h.sock];
+    struct tcp_sock *sk = &tp->peers[in->hello.from].socks[in->hello.sock];
     if (sk->connecting)
         pending_del(tp, sk);
     int fd = in->fd;
@@ -508,11 +484,8 @@ void loom_tcp_conn_poll(struct loom_tx *tx)
     }
     for (struct tcp_in *in = tp->ins, *next; in; in = next) {
         next = in->next;
-        if (now > in->deadline) {
-            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d dropped a silent connection from %s",
-                      p->rank, in->from);
-            in_drop(tp, in, 1);
-        }
+        if (now > in->hs.deadline)
+            in_event(tx, in); /* the handshake fails at its deadline */
     }
 }
 
@@ -529,8 +502,8 @@ double loom_tcp_conn_next(struct loom_tx *tx)
             next = t;
     }
     for (struct tcp_in *in = tp->ins; in; in = in->next)
-        if (next == 0 || in->deadline < next)
-            next = in->deadline;
+        if (next == 0 || in->hs.deadline < next)
+            next = in->hs.deadline;
     return next;
 }
 
@@ -549,9 +522,8 @@ void loom_tcp_close_sockets(struct loom_tx *tx)
         for (int s = 0; s < tp->nsocks; s++) {
             if (peer->socks[s].fd >= 0)
                 close(peer->socks[s].fd);
-            if (peer->socks[s].hs_fd >= 0)
-                close(peer->socks[s].hs_fd);
-            peer->socks[s].fd = peer->socks[s].hs_fd = -1;
+            loom_tcp_hs_close(&peer->socks[s]);
+            peer->socks[s].fd = -1;
             peer->socks[s].connecting = 0;
             if (peer->socks[s].cstate != TCP_CS_NONE)
                 peer->socks[s].cstate = TCP_CS_NONE;

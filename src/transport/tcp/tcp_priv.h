@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "net/handshake.h"
 #include "net/net.h"
 #include "transport/tcp/tcp_frame.h"
 #include "transport/transport.h"
@@ -73,13 +74,12 @@ enum tcp_ev_kind { TCP_EV_WAKE = 1, TCP_EV_SOCK, TCP_EV_IN };
  * opens every socket between them; the lower one asks it to (through the
  * out-of-band service) when it needs one first. */
 enum tcp_conn_state {
-    TCP_CS_NONE = 0,    /* not connected, nobody asked                      */
-    TCP_CS_ASKED,       /* lower rank: asked the peer to connect this socket */
-    TCP_CS_WAIT,        /* higher rank: retry after a backoff               */
-    TCP_CS_CONNECTING,  /* connect() in progress                            */
-    TCP_CS_CHALLENGE,   /* preamble sent; reading the acceptor's challenge  */
-    TCP_CS_PROOF,       /* signed hello sent; reading the acceptor's proof  */
-    TCP_CS_UP           /* connected and authenticated                      */
+    TCP_CS_NONE = 0,   /* not connected, nobody asked                      */
+    TCP_CS_ASKED,      /* lower rank: asked the peer to connect this socket */
+    TCP_CS_WAIT,       /* higher rank: retry after a backoff               */
+    TCP_CS_CONNECTING, /* connect() in progress                            */
+    TCP_CS_HS,         /* preamble sent; the handshake runs (sk->hs)       */
+    TCP_CS_UP          /* connected and authenticated                      */
 };
 
 struct tcp_sock {
@@ -102,21 +102,17 @@ struct tcp_sock {
     int connecting;        /* on tp->pending                              */
     double first_try, next_try, backoff;
     int last_errno;
-    size_t hs_got;
-    uint8_t hs_in[40];     /* challenge, then proof                       */
-    uint8_t ca[32], cc[32];
-    uint8_t hello[LOOM_TCP_SIGNED_HELLO_LEN];
+    struct loom_hs *hs; /* while cstate is TCP_CS_HS                   */
 };
 
 /* A socket a higher rank opened to this one, before its hello says who. */
 struct tcp_in {
     int evkind;            /* TCP_EV_IN                                   */
     int fd;
-    double deadline;
-    size_t got;
+    struct loom_tx *tx;          /* for the hello's check                      */
+    struct loom_tcp_hello hello; /* once accepted                       */
+    struct loom_hs hs;
     char from[LOOM_NET_ADDRSTR_MAX];
-    uint8_t ca[32];
-    uint8_t hello[LOOM_TCP_SIGNED_HELLO_LEN];
     struct tcp_in *next;
 };
 
@@ -170,6 +166,10 @@ void loom_tcp_conn_event(struct loom_tx *tx, void *evptr, uint32_t events);
 void loom_tcp_conn_poll(struct loom_tx *tx);
 /* The earliest retry or deadline among sockets being connected (0: none). */
 double loom_tcp_conn_next(struct loom_tx *tx);
+/* The tcp handshake (its acceptor's payload check is tcp_conn.c's). */
+extern const struct loom_hs_proto loom_tcp_hs;
+/* End sk's handshake, if one runs: its socket closed, its state freed. */
+void loom_tcp_hs_close(struct tcp_sock *sk);
 /* Close every socket, handshakes too; queues must already be empty. */
 void loom_tcp_close_sockets(struct loom_tx *tx);
 /* Fail peer r (tcp.c): its requests fail, later posts fail at once. */
