@@ -246,8 +246,12 @@ static void *progress_main(void *arg)
             continue;
         }
         if (comm->busy) {
-            /* an inline call on the caller's thread is finishing */
+            /* an inline call or a helper is finishing. Asleep for append()
+             * too: a helper's run_chain can take every queued op, and the
+             * next op then comes with no one else to wake this thread. */
+            comm->thread_sleeping = 1;
             pthread_cond_wait(&comm->work_cv, &comm->lock);
+            comm->thread_sleeping = 0;
             continue;
         }
         run_head(comm);

@@ -7,6 +7,7 @@
  * usage: test_p2p [CASE...]  (default: every case at 2, 3 and 4 ranks, on
  * each transport of LOOM_TEST_TRANSPORTS, default "tcp"; a transport that
  * cannot run here is skipped, saying so) */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,68 @@ static int rank_recv_first(int rank, int n, void *arg)
         FAIL("allreduce after the ring: %d", x);
     free(s);
     free(r);
+    OK(loom_stream_destroy(st));
+    loom_comm_destroy(comm);
+    return 0;
+}
+
+/* ---- the progress thread woken after a waiter ran the queue -------------- */
+/* A ring exchange on a stream. In even rounds the receive is waited for by
+ * a waiter that runs queued calls itself (loom_request_wait), while another
+ * thread queues the send a moment later: the waiter's set of sends and
+ * receives takes that send, which may have woken the progress thread
+ * first. In odd rounds the waiter only sleeps (loom_request_wait_timeout,
+ * as a binding waits), so the progress thread must run the calls: it must
+ * not have gone back to sleep unwakeable. */
+struct wake_send {
+    loom_comm_t comm;
+    loom_stream_t st;
+    int *out, right;
+    loom_result_t res;
+};
+
+static void *late_send(void *arg)
+{
+    struct wake_send *w = arg;
+    usleep(200);
+    w->res = loom_send(w->out, 1, LOOM_INT32, w->right, w->comm, w->st);
+    return NULL;
+}
+
+static int rank_wake(int rank, int n, void *arg)
+{
+    (void)arg;
+    loom_comm_t comm = join(rank, n);
+    loom_stream_t st;
+    OK(loom_stream_create_host(&st));
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    for (int k = 0; k < 300; k++) {
+        int out = rank * 1000 + k, in = -1;
+        loom_request_t req;
+        OK(loom_recv(&in, 1, LOOM_INT32, left, comm, st));
+        if (k % 2 == 0) {
+            struct wake_send w = {.comm = comm, .st = st, .out = &out, .right = right};
+            pthread_t t;
+            OK(loom_request_create(st, NULL, NULL, &req));
+            if (pthread_create(&t, NULL, late_send, &w) != 0)
+                FAIL("pthread_create");
+            OK(loom_request_wait(req));
+            pthread_join(t, NULL);
+            OK(w.res);
+            loom_request_free(req);
+            OK(loom_stream_synchronize(st));
+        } else {
+            OK(loom_send(&out, 1, LOOM_INT32, right, comm, st));
+            OK(loom_request_create(st, NULL, NULL, &req));
+            loom_result_t res = loom_request_wait_timeout(req, 20000);
+            loom_request_free(req);
+            if (res == LOOM_NOT_READY)
+                FAIL("exchange %d not done after 20 s: the progress thread slept", k);
+            OK(res);
+        }
+        if (in != left * 1000 + k)
+            FAIL("exchange %d: got %d from rank %d", k, in, left);
+    }
     OK(loom_stream_destroy(st));
     loom_comm_destroy(comm);
     return 0;
@@ -249,6 +312,7 @@ struct tcase {
 
 static const struct tcase cases[] = {
     {"recv_first", rank_recv_first},
+    {"wake", rank_wake},
     {"tags", rank_tags},
     {"any_source", rank_any_source},
     {"tag_mismatch", rank_tag_mismatch},
