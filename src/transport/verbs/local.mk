@@ -29,6 +29,7 @@ tests_unit_check_transport_SOURCES += tests/support/verbs_model.h tests/support/
 check_PROGRAMS += tests/unit/check_verbs
 TESTS += tests/unit/check_verbs
 tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/support/mp_util.h \
+	tests/support/tx_util.h \
 	tests/support/verbs_model.h tests/support/verbs_model.c
 tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_verbs_LDADD = $(TEST_LIBS)
