@@ -101,6 +101,31 @@ static inline int txu_exchange(struct loom_tx *tx, int peer, void *sb, void *rb,
     return txu_wait(tx, r, 2, secs) == LOOM_SUCCESS ? 0 : -1;
 }
 
+/* Open: a rank's transport (0, or the rank's exit code); body: the rank's
+ * part over it (it tears tx down itself). */
+struct txu_call {
+    int (*open)(void *job, int rank, int n, struct loom_tx **tx);
+    int (*body)(struct loom_tx *tx, int rank, void *job);
+    void *job;
+};
+
+static inline int txu_rank_main(int rank, int n, void *arg)
+{
+    struct txu_call *c = arg;
+    struct loom_tx *tx;
+    int rc = c->open(c->job, rank, n, &tx);
+    return rc ? rc : c->body(tx, rank, c->job);
+}
+
+/* mp_run over ranks that each open their transport, then run body. */
+static inline unsigned txu_run(int nranks, int (*open)(void *, int, int, struct loom_tx **),
+                               int (*body)(struct loom_tx *, int, void *), void *job,
+                               double timeout_s, unsigned may_die)
+{
+    struct txu_call c = {open, body, job};
+    return mp_run(nranks, txu_rank_main, &c, timeout_s, may_die);
+}
+
 /* main(): run suite s (a rank that fails early still lets its queued
  * out-of-band messages go); 0 when every case passed. */
 static inline int txu_run_suite(Suite *s)

@@ -108,8 +108,9 @@ static int provider_or_skip(int prov)
     return 0;
 }
 
-static int setup(struct job *j, int rank, int n, struct loom_tx **tx)
+static int setup(void *job, int rank, int n, struct loom_tx **tx)
 {
+    struct job *j = job;
     use_provider(j->prov);
     return txu_setup(&loom_ofi_transport, j->port, rank, n, tx, j->err[rank], ERRSLOT);
 }
@@ -301,13 +302,9 @@ END_TEST
 
 /* ---- lengths ---- */
 
-static int length_main(int rank, int n, void *arg)
+static int length_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t buf[256] = {0};
     struct loom_tx_req r[3];
     /* rank 1 expects 64 bytes, twice; rank 0 sends 50, then 100 bytes: no
@@ -351,13 +348,14 @@ START_TEST(test_length_checked)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, length_main, j, 30.0, 0), 2);
+    job_end(j, txu_run(2, setup, length_main, j, 30.0, 0), 2);
 }
 END_TEST
 
 /* setup(), then one message each way (call 1): the link is up */
-static int setup_linked(struct job *j, int rank, int n, struct loom_tx **tx)
+static int setup_linked(void *job, int rank, int n, struct loom_tx **tx)
 {
+    struct job *j = job;
     int rc = setup(j, rank, n, tx);
     if (rc)
         return rc;
@@ -376,13 +374,9 @@ static int setup_linked(struct job *j, int rank, int n, struct loom_tx **tx)
  * sends: the message arrives whatever the order of the notice and the data
  * (they take different paths), and the receive it never sends fails with
  * the notice's reason once the grace after the notice (0.5 s) is over. */
-static int notice_main(int rank, int n, void *arg)
+static int notice_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup_linked(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t d[256], x[64], one = 1, got = 0;
     struct loom_tx_req r[3];
     if (rank == 0) {
@@ -430,7 +424,7 @@ START_TEST(test_notice_after_data)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, notice_main, j, 30.0, 0), 2);
+    job_end(j, txu_run(2, setup_linked, notice_main, j, 30.0, 0), 2);
 }
 END_TEST
 
@@ -442,13 +436,9 @@ END_TEST
  * error on the send (libfabric 2.x's tcp;ofi_rxm fails it) or the notice
  * already on the control socket, it fails with the mismatch, rank 1's call
  * kept for the message naming both. */
-static int closed_main(int rank, int n, void *arg)
+static int closed_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup_linked(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t got = 0;
     struct loom_tx_req r[2];
     uint8_t big[1024] = {0};
@@ -501,7 +491,7 @@ START_TEST(test_notice_then_closed)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, closed_main, j, 30.0, 0), 2);
+    job_end(j, txu_run(2, setup_linked, closed_main, j, 30.0, 0), 2);
 }
 END_TEST
 
@@ -741,13 +731,9 @@ static void stranger_send(int prov, const void *addr, size_t addrlen)
     /* left open: the process ends soon */
 }
 
-static int strangers_main(int rank, int n, void *arg)
+static int strangers_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     struct ox_priv *vp = tx->priv;
     if (rank == 0) {
         if (loom_oob_send(txu_oob, 1, STRANGER_TAG, vp->addr, vp->addrlen) != LOOM_SUCCESS)
@@ -795,7 +781,7 @@ START_TEST(test_strangers_match_nothing)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, strangers_main, j, 40.0, 0), 2);
+    job_end(j, txu_run(2, setup, strangers_main, j, 40.0, 0), 2);
 }
 END_TEST
 

@@ -1112,8 +1112,9 @@ static void txjob_free(struct txjob *j, int n)
     munmap(j, sizeof *j);
 }
 
-static int tx_setup(struct txjob *j, int rank, int n, struct loom_tx **tx)
+static int tx_setup(void *job, int rank, int n, struct loom_tx **tx)
 {
+    struct txjob *j = job;
     return txu_setup(&loom_verbs_transport, j->port, rank, n, tx, j->err[rank], TX_ERR);
 }
 
@@ -1144,13 +1145,9 @@ static void model_for_tx(double scale)
 #define NCOUNT 64
 static const size_t count_sizes[3] = {8, 4096, 1 << 20};
 
-static int counts_main(int rank, int n, void *arg)
+static int counts_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct txjob *j = arg;
-    struct loom_tx *tx;
-    int rc = tx_setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     struct vx_priv *vp = tx->priv;
     for (int c = 0; c < 3; c++) {
         size_t len = count_sizes[c];
@@ -1200,7 +1197,8 @@ static int counts_main(int rank, int n, void *arg)
         free(buf);
     }
     /* let rank 1 see the last completions before the goodbye */
-    if (tx_exchange(tx, rank, &rc, &rc, sizeof rc, 9999))
+    int last = 0;
+    if (tx_exchange(tx, rank, &last, &last, sizeof last, 9999))
         return 23;
     txu_teardown(tx);
     return 0;
@@ -1210,7 +1208,7 @@ START_TEST(test_tx_message_costs)
 {
     model_for_tx(0);
     struct txjob *j = txjob_new(0);
-    ck_assert_uint_eq(mp_run(2, counts_main, j, 60.0, 0), 0);
+    ck_assert_uint_eq(txu_run(2, tx_setup, counts_main, j, 60.0, 0), 0);
     const char *name[3] = {"8 B (inline)", "4 KiB (copied)", "1 MiB (zero-copy)"};
     fprintf(stderr, "verbs per message, rank 0 -> rank 1, %d messages each (model counts):\n",
             NCOUNT);
@@ -1439,13 +1437,9 @@ END_TEST
 
 /* ---- strangers on the control socket ---- */
 
-static int strangers_main(int rank, int n, void *arg)
+static int strangers_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct txjob *j = arg;
-    struct loom_tx *tx;
-    int rc = tx_setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t sb[5000], rb[5000];
     if (rank == 0) {
         /* hellos as rank 0 to rank 1 before any connection (no token
@@ -1490,7 +1484,7 @@ START_TEST(test_tx_strangers_refused)
 {
     model_for_tx(0);
     struct txjob *j = txjob_new(0);
-    ck_assert_uint_eq(mp_run(2, strangers_main, j, 60.0, 0), 0);
+    ck_assert_uint_eq(txu_run(2, tx_setup, strangers_main, j, 60.0, 0), 0);
     txjob_free(j, 2);
     vmodel_destroy();
 }
