@@ -256,10 +256,7 @@ static int realloc_main(int rank, int n, void *arg)
         seen[nseen++] = (uintptr_t)rb;
         mp_fill(sb, REALLOC_LEN, seed(rank, 1 - rank, it));
         memset(rb, 0, REALLOC_LEN);
-        struct loom_tx_req r[2];
-        if (post(tx, &r[0], 1 - rank, 0, rb, REALLOC_LEN, (uint32_t)it) ||
-            post(tx, &r[1], 1 - rank, 1, sb, REALLOC_LEN, (uint32_t)it) ||
-            txu_wait(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+        if (txu_exchange(tx, 1 - rank, sb, rb, REALLOC_LEN, (uint32_t)it, 0x40, 20.0)) {
             snprintf(j->err[rank], ERRSLOT, "round %d: %s", it, tx->errmsg);
             return 21;
         }
@@ -757,11 +754,8 @@ static int strangers_main(struct loom_tx *tx, int rank, void *arg)
     }
     uint8_t sb[3000], rb[3000];
     for (int i = 0; i < NSTRANGE; i++) {
-        struct loom_tx_req r[2];
         mp_fill(sb, sizeof sb, seed(rank, 1 - rank, i));
-        if (post(tx, &r[0], 1 - rank, 0, rb, sizeof rb, (uint32_t)i) ||
-            post(tx, &r[1], 1 - rank, 1, sb, sizeof sb, (uint32_t)i) ||
-            txu_wait(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+        if (txu_exchange(tx, 1 - rank, sb, rb, sizeof rb, (uint32_t)i, 0x40, 20.0)) {
             snprintf(j->err[rank], ERRSLOT, "message %d: %s", i, tx->errmsg);
             return 24;
         }
@@ -841,10 +835,7 @@ static int sndbuf_main(int rank, int n, void *arg)
     j->v[rank][0] = (uint64_t)sock_port(&own); /* read by the peer once its message came */
     uint8_t *sb = malloc(SNDBUF_LEN), *rb = malloc(SNDBUF_LEN);
     mp_fill(sb, SNDBUF_LEN, seed(rank, 1 - rank, 0));
-    struct loom_tx_req r[2];
-    if (post(tx, &r[0], 1 - rank, 0, rb, SNDBUF_LEN, 0) ||
-        post(tx, &r[1], 1 - rank, 1, sb, SNDBUF_LEN, 0) ||
-        txu_wait(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+    if (txu_exchange(tx, 1 - rank, sb, rb, SNDBUF_LEN, 0, 0x40, 20.0)) {
         snprintf(j->err[rank], ERRSLOT, "%s", tx->errmsg);
         return 20;
     }

@@ -1283,10 +1283,7 @@ static int chunks_main(int rank, int n, void *arg)
             uint8_t *sb = malloc(len + 1), *rb = malloc(len + 1);
             mp_fill(sb, len, (uint64_t)(rank * 1000 + it * 10) + si);
             memset(rb, 0xa5, len + 1);
-            struct loom_tx_req r[2];
-            if (tx_post(tx, &r[0], 1 - rank, 0, rb, len, (uint32_t)si) ||
-                tx_post(tx, &r[1], 1 - rank, 1, sb, len, (uint32_t)si) ||
-                txu_wait(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+            if (tx_exchange(tx, rank, sb, rb, len, (uint32_t)si)) {
                 snprintf(j->err[rank], TX_ERR, "%zu bytes: %s", len, tx->errmsg);
                 return 20;
             }
