@@ -1,7 +1,7 @@
 /* tx_util.h - what the suites that drive a transport's vtable directly
- * (check_ofi, check_verbs) share: a job area the forked ranks report into,
- * joining through loom_tx_bootstrap, posting, waiting and a first exchange.
- * Header-only, for tests. */
+ * (check_transport, check_ofi, check_verbs) share: a job area the forked
+ * ranks report into, joining through loom_tx_bootstrap, posting, waiting
+ * and a first exchange. Header-only, for tests. */
 #ifndef LOOM_TEST_TX_UTIL_H
 #define LOOM_TEST_TX_UTIL_H
 
