@@ -65,4 +65,11 @@ tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
 	tests/support/verbs_model.h tests/support/verbs_model.c
 tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/support
 tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
+# Allreduce timing on the model, to compare two builds (docs/perf.md):
+# built by make check, run by hand.
+check_PROGRAMS += tests/integration/verbs_model_perf
+tests_integration_verbs_model_perf_SOURCES = tests/integration/verbs_model_perf.c \
+	tests/support/harness.h tests/support/verbs_model.h tests/support/verbs_model.c
+tests_integration_verbs_model_perf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/support
+tests_integration_verbs_model_perf_LDADD = $(LOOM_INTERNAL_LIBS)
 endif
