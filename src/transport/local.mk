@@ -10,7 +10,8 @@ include $(srcdir)/src/transport/tcp/local.mk
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_transport
 TESTS += tests/unit/check_transport
-tests_unit_check_transport_SOURCES = tests/unit/check_transport.c tests/support/mp_util.h
+tests_unit_check_transport_SOURCES = tests/unit/check_transport.c tests/support/mp_util.h \
+	tests/support/tx_util.h
 tests_unit_check_transport_CFLAGS = $(TEST_CFLAGS)
 tests_unit_check_transport_LDADD = $(TEST_LIBS)
 endif

@@ -56,6 +56,7 @@ int main(void)
 #include "bootstrap/oob.h"
 #include "transport/transport.h"
 #include "transport/ofi/ofi_priv.h"
+#include "tx_util.h"
 #include "mp_util.h"
 
 #define ERRSLOT 1024
@@ -71,10 +72,7 @@ struct job {
 
 static struct job *job_new(int prov)
 {
-    struct job *j = mmap(NULL, sizeof *j, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                         -1, 0);
-    ck_assert_ptr_ne(j, MAP_FAILED);
-    memset(j, 0, sizeof *j);
+    struct job *j = txu_shared_new(sizeof *j);
     j->port = mp_free_port();
     j->prov = prov;
     return j;
@@ -110,60 +108,17 @@ static int provider_or_skip(int prov)
     return 0;
 }
 
-static struct loom_oob *g_oob;
-
-static void close_oob(void)
+static int setup(void *job, int rank, int n, struct loom_tx **tx)
 {
-    loom_oob_close(g_oob);
-    g_oob = NULL;
-}
-
-static int setup(struct job *j, int rank, int n, struct loom_tx **tx)
-{
+    struct job *j = job;
     use_provider(j->prov);
-    if (loom_tx_bootstrap(&loom_ofi_transport, rank, n, "127.0.0.1", "127.0.0.1", j->port,
-                          10.0, &g_oob, tx, j->err[rank], ERRSLOT) != LOOM_SUCCESS)
-        return 10;
-    return 0;
-}
-
-static void teardown(struct loom_tx *tx)
-{
-    loom_tx_close(tx);
-    close_oob();
-}
-
-static loom_result_t wait_all(struct loom_tx *tx, struct loom_tx_req *r, int n, double secs)
-{
-    double until = mp_now() + secs;
-    for (;;) {
-        int done = 1;
-        for (int i = 0; i < n; i++)
-            done &= r[i].done;
-        if (done) {
-            for (int i = 0; i < n; i++)
-                if (r[i].status < 0)
-                    return r[i].status;
-            return LOOM_SUCCESS;
-        }
-        loom_result_t res = tx->ops->progress(tx, 10000);
-        if (res != LOOM_SUCCESS)
-            return res;
-        if (mp_now() > until) {
-            snprintf(tx->errmsg, sizeof tx->errmsg, "(test) nothing completed in %.0f s", secs);
-            return LOOM_ERROR_TIMEOUT;
-        }
-    }
+    return txu_setup(&loom_ofi_transport, j->port, rank, n, tx, j->err[rank], ERRSLOT);
 }
 
 static int post(struct loom_tx *tx, struct loom_tx_req *r, int peer, int send, void *buf,
                 size_t len, uint32_t tag)
 {
-    *r = (struct loom_tx_req){.peer = peer, .buf = buf, .len = len, .tag = tag, .desc = 0x40,
-                              .count = len};
-    if (tx->ops->connect(tx, peer) != LOOM_SUCCESS)
-        return -1;
-    return send ? tx->ops->isend(tx, r) : tx->ops->irecv(tx, r);
+    return txu_post(tx, r, peer, send, buf, len, tag, 0x40);
 }
 
 static uint64_t seed(int from, int to, int i)
@@ -226,7 +181,7 @@ static int split_main(int rank, int n, void *arg)
             return 20;
         }
     }
-    if (wait_all(tx, r, 2 * NSPLIT, 30.0) != LOOM_SUCCESS) {
+    if (txu_wait(tx, r, 2 * NSPLIT, 30.0) != LOOM_SUCCESS) {
         snprintf(j->err[rank], ERRSLOT, "%s", tx->errmsg);
         return 21;
     }
@@ -242,7 +197,7 @@ static int split_main(int rank, int n, void *arg)
     j->v[rank][0] = vp->counts.chunks;
     j->v[rank][1] = vp->counts.regs;
     j->v[rank][2] = vp->counts.bounced;
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -301,10 +256,7 @@ static int realloc_main(int rank, int n, void *arg)
         seen[nseen++] = (uintptr_t)rb;
         mp_fill(sb, REALLOC_LEN, seed(rank, 1 - rank, it));
         memset(rb, 0, REALLOC_LEN);
-        struct loom_tx_req r[2];
-        if (post(tx, &r[0], 1 - rank, 0, rb, REALLOC_LEN, (uint32_t)it) ||
-            post(tx, &r[1], 1 - rank, 1, sb, REALLOC_LEN, (uint32_t)it) ||
-            wait_all(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+        if (txu_exchange(tx, 1 - rank, sb, rb, REALLOC_LEN, (uint32_t)it, 0x40, 20.0)) {
             snprintf(j->err[rank], ERRSLOT, "round %d: %s", it, tx->errmsg);
             return 21;
         }
@@ -322,7 +274,7 @@ static int realloc_main(int rank, int n, void *arg)
     j->v[rank][1] = st.invalidated;
     j->v[rank][2] = (uint64_t)loom_regcache_cached(vp->rc, NULL, 0);
     j->v[rank][3] = vp->counts.regs;
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -347,13 +299,9 @@ END_TEST
 
 /* ---- lengths ---- */
 
-static int length_main(int rank, int n, void *arg)
+static int length_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t buf[256] = {0};
     struct loom_tx_req r[3];
     /* rank 1 expects 64 bytes, twice; rank 0 sends 50, then 100 bytes: no
@@ -364,9 +312,9 @@ static int length_main(int rank, int n, void *arg)
         if (post(tx, &r[0], 1, 1, buf, 50, 1) || post(tx, &r[1], 1, 1, buf, 100, 2) ||
             post(tx, &r[2], 1, 1, buf, 64, 3))
             return 20;
-        wait_all(tx, &r[2], 1, 5.0);
+        txu_wait(tx, &r[2], 1, 5.0);
         usleep(1200000); /* rank 1 looks for a second */
-        teardown(tx);
+        txu_teardown(tx);
         return 0;
     }
     uint8_t a[64], b[64], c[64];
@@ -388,7 +336,7 @@ static int length_main(int rank, int n, void *arg)
         return 23;
     }
     tx->ops->shutdown(tx, LOOM_ERROR_ABORTED);
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -397,20 +345,19 @@ START_TEST(test_length_checked)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, length_main, j, 30.0, 0), 2);
+    job_end(j, txu_run(2, setup, length_main, j, 30.0, 0), 2);
 }
 END_TEST
 
 /* setup(), then one message each way (call 1): the link is up */
-static int setup_linked(struct job *j, int rank, int n, struct loom_tx **tx)
+static int setup_linked(void *job, int rank, int n, struct loom_tx **tx)
 {
+    struct job *j = job;
     int rc = setup(j, rank, n, tx);
     if (rc)
         return rc;
     uint8_t one = 1, got = 0;
-    struct loom_tx_req r[2];
-    if (post(*tx, &r[0], 1 - rank, 0, &got, 1, 1) || post(*tx, &r[1], 1 - rank, 1, &one, 1, 1) ||
-        wait_all(*tx, r, 2, 10.0)) {
+    if (txu_exchange(*tx, 1 - rank, &one, &got, 1, 1, 0x40, 10.0)) {
         snprintf(j->err[rank], ERRSLOT, "warm-up: %s", (*tx)->errmsg);
         return 20;
     }
@@ -424,19 +371,15 @@ static int setup_linked(struct job *j, int rank, int n, struct loom_tx **tx)
  * sends: the message arrives whatever the order of the notice and the data
  * (they take different paths), and the receive it never sends fails with
  * the notice's reason once the grace after the notice (0.5 s) is over. */
-static int notice_main(int rank, int n, void *arg)
+static int notice_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup_linked(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t d[256], x[64], one = 1, got = 0;
     struct loom_tx_req r[3];
     if (rank == 0) {
         mp_fill(d, sizeof d, seed(0, 1, 5));
-        if (post(tx, &r[0], 1, 1, d, sizeof d, 5) || wait_all(tx, r, 1, 10.0) ||
-            post(tx, &r[1], 1, 0, &got, 1, 5) || wait_all(tx, &r[1], 1, 10.0)) {
+        if (post(tx, &r[0], 1, 1, d, sizeof d, 5) || txu_wait(tx, r, 1, 10.0) ||
+            post(tx, &r[1], 1, 0, &got, 1, 5) || txu_wait(tx, &r[1], 1, 10.0)) {
             snprintf(j->err[rank], ERRSLOT, "before the notice: %s", tx->errmsg);
             return 21;
         }
@@ -446,30 +389,30 @@ static int notice_main(int rank, int n, void *arg)
         tx->notice_culprit = -1;
         tx->ops->shutdown(tx, LOOM_ERROR_TIMEOUT);
         usleep(1500000);
-        teardown(tx);
+        txu_teardown(tx);
         return 0;
     }
     usleep(300000); /* the message waits at this rank, unreceived */
     double t0 = mp_now();
     if (post(tx, &r[0], 0, 0, d, sizeof d, 5) || post(tx, &r[1], 0, 0, x, sizeof x, 5) ||
-        post(tx, &r[2], 0, 1, &one, 1, 5) || wait_all(tx, &r[2], 1, 10.0)) {
+        post(tx, &r[2], 0, 1, &one, 1, 5) || txu_wait(tx, &r[2], 1, 10.0)) {
         snprintf(j->err[rank], ERRSLOT, "posting: %s", tx->errmsg);
         return 22;
     }
-    loom_result_t res = wait_all(tx, &r[0], 1, 10.0);
+    loom_result_t res = txu_wait(tx, &r[0], 1, 10.0);
     if (res != LOOM_SUCCESS || mp_verify(d, sizeof d, seed(0, 1, 5)) >= 0) {
         snprintf(j->err[rank], ERRSLOT, "the message sent before the notice: %s: %s",
                  loom_result_string(res), res ? tx->errmsg : "wrong bytes");
         return 23;
     }
-    res = wait_all(tx, &r[1], 1, 10.0);
+    res = txu_wait(tx, &r[1], 1, 10.0);
     double dt = mp_now() - t0;
     if (res != LOOM_ERROR_REMOTE || !strstr(tx->errmsg, "failed in call #6") || dt < 0.45) {
         snprintf(j->err[rank], ERRSLOT, "the message never sent: %s after %.2f s: %s",
                  loom_result_string(res), dt, tx->errmsg);
         return 24;
     }
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -478,7 +421,7 @@ START_TEST(test_notice_after_data)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, notice_main, j, 30.0, 0), 2);
+    job_end(j, txu_run(2, setup_linked, notice_main, j, 30.0, 0), 2);
 }
 END_TEST
 
@@ -490,13 +433,9 @@ END_TEST
  * error on the send (libfabric 2.x's tcp;ofi_rxm fails it) or the notice
  * already on the control socket, it fails with the mismatch, rank 1's call
  * kept for the message naming both. */
-static int closed_main(int rank, int n, void *arg)
+static int closed_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup_linked(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t got = 0;
     struct loom_tx_req r[2];
     uint8_t big[1024] = {0};
@@ -510,7 +449,7 @@ static int closed_main(int rank, int n, void *arg)
         tx->notice_count = 7;
         tx->notice_culprit = 0;
         tx->ops->shutdown(tx, LOOM_ERROR_MISMATCH);
-        teardown(tx);
+        txu_teardown(tx);
         __atomic_store_n(&j->v[1][0], 1, __ATOMIC_RELEASE);
         return 0;
     }
@@ -540,7 +479,7 @@ static int closed_main(int rank, int n, void *arg)
                  tx->mismatch.valid ? "kept" : "lost", tx->errmsg);
         return 22;
     }
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -549,7 +488,7 @@ START_TEST(test_notice_then_closed)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, closed_main, j, 30.0, 0), 2);
+    job_end(j, txu_run(2, setup_linked, closed_main, j, 30.0, 0), 2);
 }
 END_TEST
 
@@ -789,41 +728,34 @@ static void stranger_send(int prov, const void *addr, size_t addrlen)
     /* left open: the process ends soon */
 }
 
-static int strangers_main(int rank, int n, void *arg)
+static int strangers_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct job *j = arg;
-    struct loom_tx *tx;
-    int rc = setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     struct ox_priv *vp = tx->priv;
     if (rank == 0) {
-        if (loom_oob_send(g_oob, 1, STRANGER_TAG, vp->addr, vp->addrlen) != LOOM_SUCCESS)
+        if (loom_oob_send(txu_oob, 1, STRANGER_TAG, vp->addr, vp->addrlen) != LOOM_SUCCESS)
             return 20;
         void *b = NULL;
         /* rank 1 says when the stranger is done; then rank 0 posts */
-        if (loom_oob_recv(g_oob, STRANGER_TAG, 1, 20.0, NULL, &b, NULL) != LOOM_SUCCESS)
+        if (loom_oob_recv(txu_oob, STRANGER_TAG, 1, 20.0, NULL, &b, NULL) != LOOM_SUCCESS)
             return 21;
         free(b);
     } else {
         void *b = NULL;
         size_t len = 0;
-        if (loom_oob_recv(g_oob, STRANGER_TAG, 0, 20.0, NULL, &b, &len) != LOOM_SUCCESS)
+        if (loom_oob_recv(txu_oob, STRANGER_TAG, 0, 20.0, NULL, &b, &len) != LOOM_SUCCESS)
             return 22;
         /* in this process (libfabric is not fork-safe once used): another
          * fabric, domain and endpoint */
         stranger_send(j->prov, b, len);
         free(b);
-        if (loom_oob_send(g_oob, 0, STRANGER_TAG, "done", 4) != LOOM_SUCCESS)
+        if (loom_oob_send(txu_oob, 0, STRANGER_TAG, "done", 4) != LOOM_SUCCESS)
             return 23;
     }
     uint8_t sb[3000], rb[3000];
     for (int i = 0; i < NSTRANGE; i++) {
-        struct loom_tx_req r[2];
         mp_fill(sb, sizeof sb, seed(rank, 1 - rank, i));
-        if (post(tx, &r[0], 1 - rank, 0, rb, sizeof rb, (uint32_t)i) ||
-            post(tx, &r[1], 1 - rank, 1, sb, sizeof sb, (uint32_t)i) ||
-            wait_all(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+        if (txu_exchange(tx, 1 - rank, sb, rb, sizeof rb, (uint32_t)i, 0x40, 20.0)) {
             snprintf(j->err[rank], ERRSLOT, "message %d: %s", i, tx->errmsg);
             return 24;
         }
@@ -834,7 +766,7 @@ static int strangers_main(int rank, int n, void *arg)
             return 25;
         }
     }
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -843,7 +775,7 @@ START_TEST(test_strangers_match_nothing)
     if (!provider_or_skip(_i))
         return;
     struct job *j = job_new(_i);
-    job_end(j, mp_run(2, strangers_main, j, 40.0, 0), 2);
+    job_end(j, txu_run(2, setup, strangers_main, j, 40.0, 0), 2);
 }
 END_TEST
 
@@ -903,10 +835,7 @@ static int sndbuf_main(int rank, int n, void *arg)
     j->v[rank][0] = (uint64_t)sock_port(&own); /* read by the peer once its message came */
     uint8_t *sb = malloc(SNDBUF_LEN), *rb = malloc(SNDBUF_LEN);
     mp_fill(sb, SNDBUF_LEN, seed(rank, 1 - rank, 0));
-    struct loom_tx_req r[2];
-    if (post(tx, &r[0], 1 - rank, 0, rb, SNDBUF_LEN, 0) ||
-        post(tx, &r[1], 1 - rank, 1, sb, SNDBUF_LEN, 0) ||
-        wait_all(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+    if (txu_exchange(tx, 1 - rank, sb, rb, SNDBUF_LEN, 0, 0x40, 20.0)) {
         snprintf(j->err[rank], ERRSLOT, "%s", tx->errmsg);
         return 20;
     }
@@ -919,7 +848,7 @@ static int sndbuf_main(int rank, int n, void *arg)
     j->v[rank][3] = vp->counts.socks_tuned;
     free(sb);
     free(rb);
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -984,11 +913,6 @@ static Suite *ofi_suite(void)
 
 int main(void)
 {
-    mp_before_exit = close_oob;
-    SRunner *sr = srunner_create(ofi_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return txu_run_suite(ofi_suite());
 }
 #endif

@@ -34,6 +34,7 @@
 #include "net/net.h"
 #include "transport/transport.h"
 #include "../support/mp_util.h"
+#include "../support/tx_util.h"
 
 #define ERRSLOT 1024
 #define STEP 20.0
@@ -104,8 +105,6 @@ static const struct loom_transport *usable(const struct tx_config *c, char *why,
     return ops;
 }
 
-static struct loom_oob *g_oob;
-
 /* Does msg name rank r the way configuration c words it (or at least as
  * "rank r")? */
 static int names_rank(const struct tx_config *c, const char *msg, int r)
@@ -122,57 +121,13 @@ static int setup(struct job *j, int rank, int n, struct loom_tx **tx)
 {
     apply_env(j->cfg);
     const struct loom_transport *ops = loom_transport_find(j->cfg->transport);
-    char *err = rank_err(j, rank);
-    if (loom_tx_bootstrap(ops, rank, n, "127.0.0.1", "127.0.0.1", j->port, 10.0, &g_oob,
-                          tx, err, ERRSLOT) != LOOM_SUCCESS)
-        return 10;
-    return 0;
-}
-
-static void teardown(struct loom_tx *tx)
-{
-    loom_tx_close(tx);
-    loom_oob_close(g_oob);
-    g_oob = NULL;
-}
-
-/* A rank that failed before its teardown still lets its queued out-of-band
- * messages go (mp_before_exit). */
-static void close_oob(void)
-{
-    loom_oob_close(g_oob);
-    g_oob = NULL;
-}
-
-static loom_result_t wait_all(struct loom_tx *tx, struct loom_tx_req *reqs, int n)
-{
-    double until = mp_now() + STEP;
-    for (;;) {
-        int done = 1;
-        for (int i = 0; i < n; i++)
-            done &= reqs[i].done;
-        if (done) {
-            for (int i = 0; i < n; i++)
-                if (reqs[i].status < 0)
-                    return reqs[i].status;
-            return LOOM_SUCCESS;
-        }
-        loom_result_t res = tx->ops->progress(tx, 10000);
-        if (res != LOOM_SUCCESS)
-            return res;
-        if (mp_now() > until)
-            return LOOM_ERROR_TIMEOUT;
-    }
+    return txu_setup(ops, j->port, rank, n, tx, rank_err(j, rank), ERRSLOT);
 }
 
 static int post(struct loom_tx *tx, struct loom_tx_req *r, int peer, int send, void *buf,
                 size_t len, uint32_t tag)
 {
-    *r = (struct loom_tx_req){.peer = peer, .buf = buf, .len = len, .tag = tag,
-                              .desc = 0x10 + tag % 7, .count = len};
-    if (tx->ops->connect(tx, peer) != LOOM_SUCCESS)
-        return -1;
-    return send ? tx->ops->isend(tx, r) : tx->ops->irecv(tx, r);
+    return txu_post(tx, r, peer, send, buf, len, tag, 0x10 + tag % 7);
 }
 
 static uint64_t seed(int from, int to, int i)
@@ -248,7 +203,7 @@ static int fifo_main(int rank, int n, void *arg)
             return 21;
         }
     }
-    loom_result_t res = wait_all(tx, reqs, 2 * NFIFO);
+    loom_result_t res = txu_wait(tx, reqs, 2 * NFIFO, STEP);
     if (res != LOOM_SUCCESS) {
         snprintf(rank_err(j, rank), ERRSLOT, "%s: %s", loom_result_string(res), tx->errmsg);
         return 22;
@@ -266,7 +221,7 @@ static int fifo_main(int rank, int n, void *arg)
     free(sb);
     free(rb);
     free(reqs);
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -294,7 +249,7 @@ static int ring_main(int rank, int n, void *arg)
         struct loom_tx_req r[2];
         mp_fill(sb, len, seed(rank, next, it));
         if (post(tx, &r[0], prev, 0, rb, len, (uint32_t)it) ||
-            post(tx, &r[1], next, 1, sb, len, (uint32_t)it) || wait_all(tx, r, 2)) {
+            post(tx, &r[1], next, 1, sb, len, (uint32_t)it) || txu_wait(tx, r, 2, STEP)) {
             snprintf(rank_err(j, rank), ERRSLOT, "step %d: %s", it, tx->errmsg);
             return 21;
         }
@@ -305,7 +260,7 @@ static int ring_main(int rank, int n, void *arg)
     }
     free(sb);
     free(rb);
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -348,7 +303,7 @@ static int wake_shutdown_main(int rank, int n, void *arg)
     struct loom_tx_req r[2];
     /* one message both ways first, so that the link is up */
     if (post(tx, &r[0], 1 - rank, 0, &got, 1, 1) || post(tx, &r[1], 1 - rank, 1, &b, 1, 1) ||
-        wait_all(tx, r, 2)) {
+        txu_wait(tx, r, 2, STEP)) {
         snprintf(rank_err(j, rank), ERRSLOT, "warm-up: %s", tx->errmsg);
         return 20;
     }
@@ -356,13 +311,13 @@ static int wake_shutdown_main(int rank, int n, void *arg)
         /* rank 0 shuts down: this rank's pending receive fails, named */
         if (post(tx, &r[0], 0, 0, &got, 1, 2))
             return 21;
-        loom_result_t res = wait_all(tx, r, 1);
+        loom_result_t res = txu_wait(tx, r, 1, STEP);
         snprintf(rank_err(j, rank), ERRSLOT, "%s: %s", loom_result_string(res), tx->errmsg);
         if (res != LOOM_ERROR_REMOTE || r[0].status != LOOM_ERROR_REMOTE ||
             !names_rank(j->cfg, tx->errmsg, 0))
             return 22;
         rank_err(j, rank)[0] = 0;
-        teardown(tx);
+        txu_teardown(tx);
         return 0;
     }
     if (post(tx, &r[0], 1, 0, &got, 1, 2))
@@ -398,7 +353,7 @@ static int wake_shutdown_main(int rank, int n, void *arg)
         return 27;
     }
     usleep(300000); /* rank 1 reads the notice before the process goes */
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -422,7 +377,7 @@ static int killed_main(int rank, int n, void *arg)
     uint8_t b = 1, got = 0;
     struct loom_tx_req r[2];
     if (post(tx, &r[0], 1 - rank, 0, &got, 1, 1) || post(tx, &r[1], 1 - rank, 1, &b, 1, 1) ||
-        wait_all(tx, r, 2))
+        txu_wait(tx, r, 2, STEP))
         return 20;
     if (rank == 1) {
         usleep(100000);
@@ -432,7 +387,7 @@ static int killed_main(int rank, int n, void *arg)
     if (post(tx, &r[0], 1, 0, buf, sizeof buf, 2))
         return 21;
     double t0 = mp_now();
-    loom_result_t res = wait_all(tx, r, 1);
+    loom_result_t res = txu_wait(tx, r, 1, STEP);
     snprintf(rank_err(j, rank), ERRSLOT, "%s after %.2f s: %s", loom_result_string(res),
              mp_now() - t0, tx->errmsg);
     if (res != LOOM_ERROR_REMOTE || mp_now() - t0 > 10.0 || !r[0].done ||
@@ -447,7 +402,7 @@ static int killed_main(int rank, int n, void *arg)
         return 23;
     }
     rank_err(j, rank)[0] = 0;
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -482,11 +437,11 @@ static int mismatch_main(int rank, int n, void *arg)
     tx->ops->connect(tx, 1 - rank);
     if ((rank == 0 ? tx->ops->isend(tx, &r) : tx->ops->irecv(tx, &r)) < 0)
         return 20;
-    loom_result_t res = wait_all(tx, &r, 1);
+    loom_result_t res = txu_wait(tx, &r, 1, STEP);
     if (rank == 0) {
         /* the sender may or may not see it fail: the receiver names it */
         usleep(500000);
-        teardown(tx);
+        txu_teardown(tx);
         return 0;
     }
     snprintf(rank_err(j, rank), ERRSLOT, "%s: %s (mismatch %d: tag %u desc 0x%x)",
@@ -496,7 +451,7 @@ static int mismatch_main(int rank, int n, void *arg)
         tx->mismatch.tag != 7 || tx->mismatch.desc != 0x21 || tx->mismatch.count != 16)
         return 21;
     rank_err(j, rank)[0] = 0;
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -527,7 +482,7 @@ static int strangers_main(int rank, int n, void *arg)
         /* junk, a valid preamble of each kind followed by junk, silence */
         struct sockaddr_storage ss;
         socklen_t sl;
-        loom_oob_addr(g_oob, 0, &ss, &sl);
+        loom_oob_addr(txu_oob, 0, &ss, &sl);
         static const uint32_t kinds[] = {0, LOOM_OOB_KIND_TCP, LOOM_OOB_KIND_BOOT,
                                          LOOM_OOB_KIND_VERBS, LOOM_OOB_KIND_OFI};
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -538,7 +493,7 @@ static int strangers_main(int rank, int n, void *arg)
             for (size_t i = 0; i < sizeof msg; i++)
                 msg[i] = (uint8_t)(i * 29 + k);
             if (kinds[k])
-                loom_oob_preamble(g_oob, kinds[k], msg);
+                loom_oob_preamble(txu_oob, kinds[k], msg);
             if (send(fd, msg, sizeof msg, MSG_NOSIGNAL) < 0)
                 return 21;
         }
@@ -549,13 +504,13 @@ static int strangers_main(int rank, int n, void *arg)
         struct loom_tx_req r[2];
         mp_fill(sb, sizeof sb, seed(rank, 1 - rank, i));
         if (post(tx, &r[0], 1 - rank, 0, rb, sizeof rb, (uint32_t)i) ||
-            post(tx, &r[1], 1 - rank, 1, sb, sizeof sb, (uint32_t)i) || wait_all(tx, r, 2) ||
-            mp_verify(rb, sizeof rb, seed(1 - rank, rank, i)) >= 0) {
+            post(tx, &r[1], 1 - rank, 1, sb, sizeof sb, (uint32_t)i) ||
+            txu_wait(tx, r, 2, STEP) || mp_verify(rb, sizeof rb, seed(1 - rank, rank, i)) >= 0) {
             snprintf(rank_err(j, rank), ERRSLOT, "message %d: %s", i, tx->errmsg);
             return 22;
         }
     }
-    teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -584,7 +539,7 @@ static Suite *transport_suite(void)
 
 int main(void)
 {
-    mp_before_exit = close_oob;
+    mp_before_exit = txu_close_oob;
     SRunner *sr = srunner_create(transport_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

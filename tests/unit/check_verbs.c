@@ -53,6 +53,7 @@
 #include "transport/verbs/verbs_qp.h"
 #include "verbs_model.h"
 #include "mp_util.h"
+#include "tx_util.h"
 
 /* ------------------------------------------------------------------ proto */
 
@@ -1094,10 +1095,7 @@ struct txjob {
 
 static struct txjob *txjob_new(int variant)
 {
-    struct txjob *j = mmap(NULL, sizeof *j, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                           -1, 0);
-    ck_assert_ptr_ne(j, MAP_FAILED);
-    memset(j, 0, sizeof *j);
+    struct txjob *j = txu_shared_new(sizeof *j);
     j->port = mp_free_port();
     j->variant = variant;
     return j;
@@ -1111,73 +1109,23 @@ static void txjob_free(struct txjob *j, int n)
     munmap(j, sizeof *j);
 }
 
-static struct loom_oob *tx_oob;
-
-static int tx_setup(struct txjob *j, int rank, int n, struct loom_tx **tx)
+static int tx_setup(void *job, int rank, int n, struct loom_tx **tx)
 {
-    if (loom_tx_bootstrap(&loom_verbs_transport, rank, n, "127.0.0.1", "127.0.0.1", j->port,
-                          10.0, &tx_oob, tx, j->err[rank], TX_ERR) != LOOM_SUCCESS)
-        return 10;
-    return 0;
-}
-
-static void tx_teardown(struct loom_tx *tx)
-{
-    loom_tx_close(tx);
-    loom_oob_close(tx_oob);
-    tx_oob = NULL;
-}
-
-/* A rank that failed before its teardown still lets its queued out-of-band
- * messages go (mp_before_exit). */
-static void close_oob(void)
-{
-    loom_oob_close(tx_oob);
-    tx_oob = NULL;
-}
-
-static loom_result_t tx_wait(struct loom_tx *tx, struct loom_tx_req *r, int n, double secs)
-{
-    double until = mp_now() + secs;
-    for (;;) {
-        int done = 1;
-        for (int i = 0; i < n; i++)
-            done &= r[i].done;
-        if (done) {
-            for (int i = 0; i < n; i++)
-                if (r[i].status < 0)
-                    return r[i].status;
-            return LOOM_SUCCESS;
-        }
-        loom_result_t res = tx->ops->progress(tx, 10000);
-        if (res != LOOM_SUCCESS)
-            return res;
-        if (mp_now() > until) {
-            snprintf(tx->errmsg, sizeof tx->errmsg, "(test) nothing completed in %.0f s", secs);
-            return LOOM_ERROR_TIMEOUT;
-        }
-    }
+    struct txjob *j = job;
+    return txu_setup(&loom_verbs_transport, j->port, rank, n, tx, j->err[rank], TX_ERR);
 }
 
 static int tx_post(struct loom_tx *tx, struct loom_tx_req *r, int peer, int send, void *buf,
                    size_t len, uint32_t tag)
 {
-    *r = (struct loom_tx_req){.peer = peer, .buf = buf, .len = len, .tag = tag,
-                              .desc = 0x30 + tag % 5, .count = len};
-    if (tx->ops->connect(tx, peer) != LOOM_SUCCESS)
-        return -1;
-    return send ? tx->ops->isend(tx, r) : tx->ops->irecv(tx, r);
+    return txu_post(tx, r, peer, send, buf, len, tag, 0x30 + tag % 5);
 }
 
 /* One message each way between ranks 0 and 1 (the link is up after). */
 static int tx_exchange(struct loom_tx *tx, int rank, void *sb, void *rb, size_t len,
                        uint32_t tag)
 {
-    struct loom_tx_req r[2];
-    if (tx_post(tx, &r[0], 1 - rank, 0, rb, len, tag) ||
-        tx_post(tx, &r[1], 1 - rank, 1, sb, len, tag))
-        return -1;
-    return tx_wait(tx, r, 2, 20.0) == LOOM_SUCCESS ? 0 : -1;
+    return txu_exchange(tx, 1 - rank, sb, rb, len, tag, 0x30 + tag % 5, 20.0);
 }
 
 static void model_for_tx(double scale)
@@ -1194,13 +1142,9 @@ static void model_for_tx(double scale)
 #define NCOUNT 64
 static const size_t count_sizes[3] = {8, 4096, 1 << 20};
 
-static int counts_main(int rank, int n, void *arg)
+static int counts_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct txjob *j = arg;
-    struct loom_tx *tx;
-    int rc = tx_setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     struct vx_priv *vp = tx->priv;
     for (int c = 0; c < 3; c++) {
         size_t len = count_sizes[c];
@@ -1217,10 +1161,10 @@ static int counts_main(int rank, int n, void *arg)
         vmodel_stats_reset();
         struct loom_verbs_counts before = vp->counts;
         const uint32_t go = LOOM_OOB_TAG_VERBS + 0xf0;
-        if (rank == 0 && loom_oob_send(tx_oob, 1, go, "go", 2) != LOOM_SUCCESS)
+        if (rank == 0 && loom_oob_send(txu_oob, 1, go, "go", 2) != LOOM_SUCCESS)
             return 24;
         void *gb = NULL;
-        if (rank == 1 && loom_oob_recv(tx_oob, go, 0, 10.0, NULL, &gb, NULL) != LOOM_SUCCESS)
+        if (rank == 1 && loom_oob_recv(txu_oob, go, 0, 10.0, NULL, &gb, NULL) != LOOM_SUCCESS)
             return 25;
         free(gb);
         for (int i = 0; i < NCOUNT; i++) {
@@ -1228,7 +1172,7 @@ static int counts_main(int rank, int n, void *arg)
             if (rank == 0)
                 mp_fill(buf, len, (uint64_t)i);
             if (tx_post(tx, &r, 1 - rank, rank == 0, buf, len, (uint32_t)i) ||
-                tx_wait(tx, &r, 1, 20.0) != LOOM_SUCCESS) {
+                txu_wait(tx, &r, 1, 20.0) != LOOM_SUCCESS) {
                 snprintf(j->err[rank], TX_ERR, "message %d of %zu bytes: %s", i, len, tx->errmsg);
                 return 21;
             }
@@ -1250,9 +1194,10 @@ static int counts_main(int rank, int n, void *arg)
         free(buf);
     }
     /* let rank 1 see the last completions before the goodbye */
-    if (tx_exchange(tx, rank, &rc, &rc, sizeof rc, 9999))
+    int last = 0;
+    if (tx_exchange(tx, rank, &last, &last, sizeof last, 9999))
         return 23;
-    tx_teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -1260,7 +1205,7 @@ START_TEST(test_tx_message_costs)
 {
     model_for_tx(0);
     struct txjob *j = txjob_new(0);
-    ck_assert_uint_eq(mp_run(2, counts_main, j, 60.0, 0), 0);
+    ck_assert_uint_eq(txu_run(2, tx_setup, counts_main, j, 60.0, 0), 0);
     const char *name[3] = {"8 B (inline)", "4 KiB (copied)", "1 MiB (zero-copy)"};
     fprintf(stderr, "verbs per message, rank 0 -> rank 1, %d messages each (model counts):\n",
             NCOUNT);
@@ -1335,10 +1280,7 @@ static int chunks_main(int rank, int n, void *arg)
             uint8_t *sb = malloc(len + 1), *rb = malloc(len + 1);
             mp_fill(sb, len, (uint64_t)(rank * 1000 + it * 10) + si);
             memset(rb, 0xa5, len + 1);
-            struct loom_tx_req r[2];
-            if (tx_post(tx, &r[0], 1 - rank, 0, rb, len, (uint32_t)si) ||
-                tx_post(tx, &r[1], 1 - rank, 1, sb, len, (uint32_t)si) ||
-                tx_wait(tx, r, 2, 20.0) != LOOM_SUCCESS) {
+            if (tx_exchange(tx, rank, sb, rb, len, (uint32_t)si)) {
                 snprintf(j->err[rank], TX_ERR, "%zu bytes: %s", len, tx->errmsg);
                 return 20;
             }
@@ -1350,7 +1292,7 @@ static int chunks_main(int rank, int n, void *arg)
             free(sb);
             free(rb);
         }
-    tx_teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -1387,8 +1329,8 @@ static int faults_main(int rank, int n, void *arg)
          * last completions could otherwise be flushed by the fault) */
         const uint32_t ready = LOOM_OOB_TAG_VERBS + 0xf2;
         void *gb = NULL;
-        if (rank == 1 ? loom_oob_send(tx_oob, 0, ready, "r", 1)
-                      : loom_oob_recv(tx_oob, ready, 1, 10.0, NULL, &gb, NULL))
+        if (rank == 1 ? loom_oob_send(txu_oob, 0, ready, "r", 1)
+                      : loom_oob_recv(txu_oob, ready, 1, 10.0, NULL, &gb, NULL))
             return 23;
         free(gb);
     }
@@ -1415,12 +1357,12 @@ static int faults_main(int rank, int n, void *arg)
             struct vx_priv *vp = tx->priv;
             vp->ibv->destroy_qp(vp->peers[0].qp);
             vp->peers[0].qp = NULL;
-            loom_oob_send(tx_oob, 0, gone, "x", 1);
+            loom_oob_send(txu_oob, 0, gone, "x", 1);
             usleep(3000000);
             _exit(0);
         }
         void *gb = NULL;
-        if (loom_oob_recv(tx_oob, gone, 1, 10.0, NULL, &gb, NULL) != LOOM_SUCCESS)
+        if (loom_oob_recv(txu_oob, gone, 1, 10.0, NULL, &gb, NULL) != LOOM_SUCCESS)
             return 22;
         free(gb);
         /* a receive: its CTS write goes to the queue pair that is gone */
@@ -1438,11 +1380,11 @@ static int faults_main(int rank, int n, void *arg)
         break;
     }
     double t0 = mp_now();
-    j->res[rank] = tx_wait(tx, r, nr, 20.0);
+    j->res[rank] = txu_wait(tx, r, nr, 20.0);
     j->secs[rank] = mp_now() - t0;
     snprintf(j->err[rank], TX_ERR, "%s", tx->errmsg);
     usleep(rank ? 1000000 : 200000); /* rank 0 first reads what it is sent */
-    tx_teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -1489,13 +1431,9 @@ END_TEST
 
 /* ---- strangers on the control socket ---- */
 
-static int strangers_main(int rank, int n, void *arg)
+static int strangers_main(struct loom_tx *tx, int rank, void *arg)
 {
     struct txjob *j = arg;
-    struct loom_tx *tx;
-    int rc = tx_setup(j, rank, n, &tx);
-    if (rc)
-        return rc;
     uint8_t sb[5000], rb[5000];
     if (rank == 0) {
         /* a bare hello payload as rank 0 to rank 1, no handshake around
@@ -1505,12 +1443,12 @@ static int strangers_main(int rank, int n, void *arg)
                 return 20;
             int fd = -1;
             char err[256];
-            if (loom_oob_connect_fd(tx_oob, 1, &fd, err, sizeof err) != LOOM_SUCCESS)
+            if (loom_oob_connect_fd(txu_oob, 1, &fd, err, sizeof err) != LOOM_SUCCESS)
                 return 21;
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
             poll(&pfd, 1, 2000);
             uint8_t b[LOOM_OOB_PREAMBLE_LEN + LOOM_LINK_HELLO_LEN];
-            loom_oob_preamble(tx_oob, LOOM_OOB_KIND_VERBS, b);
+            loom_oob_preamble(txu_oob, LOOM_OOB_KIND_VERBS, b);
             struct loom_link_hello h = {.from = 0, .to = 1, .comm_id = tx->params.comm_id};
             memset(h.token, 0x42, sizeof h.token);
             loom_link_hello_encode(&h, b + LOOM_OOB_PREAMBLE_LEN);
@@ -1530,7 +1468,7 @@ static int strangers_main(int rank, int n, void *arg)
             return 24;
         }
     }
-    tx_teardown(tx);
+    txu_teardown(tx);
     return 0;
 }
 
@@ -1538,7 +1476,7 @@ START_TEST(test_tx_strangers_refused)
 {
     model_for_tx(0);
     struct txjob *j = txjob_new(0);
-    ck_assert_uint_eq(mp_run(2, strangers_main, j, 60.0, 0), 0);
+    ck_assert_uint_eq(txu_run(2, tx_setup, strangers_main, j, 60.0, 0), 0);
     txjob_free(j, 2);
     vmodel_destroy();
 }
@@ -1556,13 +1494,13 @@ static int choice_main(int rank, int n, void *arg)
         loom_config_reset();
     }
     j->res[rank] = loom_tx_bootstrap(&loom_verbs_transport, rank, n, "127.0.0.1", "127.0.0.1",
-                                     j->port, 10.0, &tx_oob, &tx, j->err[rank], TX_ERR);
+                                     j->port, 10.0, &txu_oob, &tx, j->err[rank], TX_ERR);
     if (j->res[rank] == LOOM_SUCCESS) {
         snprintf(j->err[rank], TX_ERR, "%s", tx->info);
         uint8_t b[64];
         if (tx_exchange(tx, rank, b, b, sizeof b, 1))
             return 20;
-        tx_teardown(tx);
+        txu_teardown(tx);
     }
     return 0;
 }
@@ -1650,10 +1588,5 @@ static Suite *verbs_suite(void)
 
 int main(void)
 {
-    mp_before_exit = close_oob;
-    SRunner *sr = srunner_create(verbs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return txu_run_suite(verbs_suite());
 }

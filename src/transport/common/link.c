@@ -564,7 +564,10 @@ static void notice(struct loom_tx *tx, int r, const struct loom_link_frame *f)
     lp->held_at = loom_now();
     if (!l->draining) { /* a drain that meets a data path error reads frames */
         l->draining = 1;
-        l->ops->drain(tx, r);
+        if (l->ops->drain)
+            l->ops->drain(tx, r);
+        else
+            l->ops->poll(tx);
         l->draining = 0;
     }
     if (!lp->failed && !earlier_pending(tx, r, n.seq))

@@ -127,7 +127,11 @@ struct loom_link_ops {
     void (*got)(struct loom_tx *tx, int r, uint64_t got);
     /* How many of r's messages this rank received (sent in BYE and GOT). */
     uint64_t (*received)(struct loom_tx *tx, int r);
-    /* Take what has arrived from r (its completion queue). */
+    /* Post a request (the vtable's isend/irecv through link_tx.h). */
+    loom_result_t (*post)(struct loom_tx *tx, struct loom_tx_req *req, int is_send);
+    /* Read the completion queue: how many entries were taken. */
+    int (*poll)(struct loom_tx *tx);
+    /* Take what has arrived from r; NULL: the poll hook. */
     void (*drain)(struct loom_tx *tx, int r);
     /* r's requests, sends and receives not yet complete (FIFO lists). */
     void (*queues)(struct loom_tx *tx, int r, struct loom_tx_req **sends,

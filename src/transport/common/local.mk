@@ -7,7 +7,9 @@ libloom_core_la_SOURCES += \
 	src/transport/common/link_notice.h \
 	src/transport/common/link_notice.c \
 	src/transport/common/link.h \
-	src/transport/common/link.c
+	src/transport/common/link.c \
+	src/transport/common/link_tx.h \
+	src/transport/common/link_tx.c
 
 # The link layer under a fake transport whose peers are socket pairs.
 if HAVE_CHECK

@@ -20,7 +20,8 @@ endif
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_ofi
 TESTS += tests/unit/check_ofi
-tests_unit_check_ofi_SOURCES = tests/unit/check_ofi.c tests/support/mp_util.h
+tests_unit_check_ofi_SOURCES = tests/unit/check_ofi.c tests/support/mp_util.h \
+	tests/support/tx_util.h
 tests_unit_check_ofi_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_ofi_LDADD = $(TEST_LIBS)
 endif

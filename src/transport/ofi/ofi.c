@@ -170,17 +170,6 @@ static int ox_available(char *why, size_t len)
     return choose(&prov, why, len);
 }
 
-static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tx->errmsg, sizeof tx->errmsg, fmt, ap);
-    va_end(ap);
-    return res;
-}
-
 static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
 {
     struct ox_priv *vp = tx->priv;
@@ -200,7 +189,7 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
     if (ret)
         ret = getinfo(prov, NULL, &vp->info);
     if (ret)
-        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi: fi_getinfo for %s: %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi: fi_getinfo for %s: %s", prov,
                          loom_fi.strerror(-ret));
     struct fi_info *fi = vp->info;
     vp->need_reg = !!(fi->domain_attr->mr_mode & FI_MR_LOCAL);
@@ -215,10 +204,10 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
         vp->chunk = (size_t)atol(tc);
 
     if ((ret = loom_fi.fabric(fi->fabric_attr, &vp->fabric, NULL)))
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_fabric (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_fabric (%s): %s", prov,
                          loom_fi.strerror(-ret));
     if ((ret = fi_domain(vp->fabric, fi, &vp->domain, NULL)))
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_domain (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_domain (%s): %s", prov,
                          loom_fi.strerror(-ret));
     struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD,
                             .size = 0};
@@ -229,7 +218,7 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
         ret = fi_cq_open(vp->domain, &ca, &vp->cq, NULL);
     }
     if (ret)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_cq_open (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_cq_open (%s): %s", prov,
                          loom_fi.strerror(-ret));
     vp->cq_fd = -1;
     if (ca.wait_obj == FI_WAIT_FD) {
@@ -243,19 +232,19 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
         ret = fi_av_open(vp->domain, &aa, &vp->av, NULL);
     }
     if (ret)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_av_open (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_av_open (%s): %s", prov,
                          loom_fi.strerror(-ret));
     if ((ret = fi_endpoint(vp->domain, fi, &vp->ep, NULL)))
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_endpoint (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_endpoint (%s): %s", prov,
                          loom_fi.strerror(-ret));
     if ((ret = fi_ep_bind(vp->ep, &vp->av->fid, 0)) ||
         (ret = fi_ep_bind(vp->ep, &vp->cq->fid, FI_TRANSMIT | FI_RECV)) ||
         (ret = fi_enable(vp->ep)))
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: endpoint set-up (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: endpoint set-up (%s): %s", prov,
                          loom_fi.strerror(-ret));
     vp->addrlen = sizeof vp->addr;
     if ((ret = fi_getname(&vp->ep->fid, vp->addr, &vp->addrlen)))
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "ofi: fi_getname (%s): %s", prov,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_getname (%s): %s", prov,
                          loom_fi.strerror(-ret));
     /* the tcp provider's sockets, found by its addresses (see
      * loom_ofi_tune_sockets) */
@@ -336,20 +325,12 @@ static loom_result_t ox_init(struct loom_tx *tx)
     struct ox_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
     vp->cq_fd = -1;
-    if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
-        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "ofi: rank %d of %d", pr->rank,
-                         pr->nranks);
-    if (!pr->oob)
-        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT,
-                         "ofi: no out-of-band service to connect through");
+    LOOM_CHECK(loom_link_open(tx, &loom_ofi_link_ops, sizeof *vp->peers));
+    vp->peers = vp->link.peers;
     const char *prov = NULL;
     char why[512];
     if (choose(&prov, why, sizeof why) != 0)
-        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi is unavailable: %s", why);
-    loom_result_t res = loom_link_init(tx, &loom_ofi_link_ops, sizeof *vp->peers);
-    if (res < 0)
-        return res;
-    vp->peers = vp->link.peers;
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi is unavailable: %s", why);
     LOOM_CHECK(open_endpoint(tx, prov));
     if (vp->cq_fd >= 0)
         loom_link_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
@@ -366,129 +347,71 @@ static loom_result_t ox_init(struct loom_tx *tx)
 }
 
 
-static loom_result_t ox_isend(struct loom_tx *tx, struct loom_tx_req *req)
-{
-    return loom_ofi_post(tx, req, 1);
-}
-
-static loom_result_t ox_irecv(struct loom_tx *tx, struct loom_tx_req *req)
-{
-    return loom_ofi_post(tx, req, 0);
-}
-
-/* One non-blocking look at everything; *wait_ms: how long a sleep may last
- * before a deadline needs looking at (-1 none). */
-static void pass(struct loom_tx *tx, int *wait_ms)
+/* refused posts are retried from progress */
+static void retry_posts(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
-    loom_link_poll(tx);
-    loom_ofi_poll_cq(tx);
     if (vp->eagain) {
         vp->eagain = 0;
         for (int i = 0; i < vp->link.nlive; i++)
             loom_ofi_kick(tx, vp->link.live[i]);
     }
-    int ms = loom_link_timeouts(tx);
-    if (wait_ms)
-        *wait_ms = ms;
 }
 
-static uint64_t finished(const struct ox_priv *vp)
+static uint64_t finished(struct loom_tx *tx)
 {
+    struct ox_priv *vp = tx->priv;
     return vp->counts.sends + vp->counts.recvs;
 }
 
-/* Wait up to ms (0: a look) for the sockets, the wake and OOB eventfds and
- * the completion queue's fd; handle what came. Returns how many events, or
- * -1 (errmsg says why); *woken: wake() was called. */
-static int events(struct loom_tx *tx, int ms, int *woken)
+/* every 64th progress(0) (the completion queue's fd, OX_EP_CQ, is read by
+ * the poll hook) */
+static int look(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
-    struct epoll_event evs[32];
-    int k = epoll_wait(vp->link.epfd, evs, 32, ms);
-    if (k < 0 && errno != EINTR) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: epoll_wait: %s", strerror(errno));
-        return -1;
-    }
-    for (int i = 0; i < k; i++) {
-        /* the completion queue's fd (OX_EP_CQ) is read in pass() */
-        loom_link_event(tx, evs[i].data.u64, evs[i].events, woken);
-    }
-    return k < 0 ? 0 : k;
+    return !(++vp->polls & 63);
 }
+
+/* sleep on the completion queue's fd once the provider agrees (fi_trywait);
+ * a provider without one, a refused post, or work in flight on a provider
+ * that retransmits from progress calls (rxd) are looked at again after a
+ * short sleep, never spun on (*busy: refused trywaits in a row) */
+static loom_result_t before_sleep(struct loom_tx *tx, int *ms, int *busy)
+{
+    struct ox_priv *vp = tx->priv;
+    int cap = -1;
+    if (vp->cq_fd < 0 || vp->eagain)
+        cap = 1;
+    else if (vp->inflight)
+        cap = 10;
+    if (vp->cq_fd >= 0) {
+        struct fid *f = &vp->cq->fid;
+        if (fi_trywait(vp->fabric, &f, 1) != FI_SUCCESS)
+            cap = ++*busy > 100 ? 1 : 0;
+        else
+            *busy = 0;
+    }
+    if (cap >= 0 && (*ms < 0 || cap < *ms))
+        *ms = cap;
+    return LOOM_SUCCESS;
+}
+
+static const struct loom_link_wait ox_wait = {
+    .finished = finished,
+    .after_poll = retry_posts,
+    .look = look,
+    .before_sleep = before_sleep,
+};
 
 static loom_result_t ox_progress(struct loom_tx *tx, int timeout_us)
 {
-    struct ox_priv *vp = tx->priv;
-    uint64_t before = finished(vp);
-    int deadline_ms;
-    pass(tx, &deadline_ms);
-    if (vp->link.err)
-        return loom_link_take_err(tx);
-    if (finished(vp) != before || vp->link.shut)
-        return LOOM_SUCCESS;
-    if (timeout_us == 0) {
-        /* a look at the control sockets too (a caller that only polls
-         * still connects and learns of a dead peer), every 64th call: a
-         * system call each time would slow the spinning caller */
-        int woken = 0;
-        if (!(++vp->polls & 63) && events(tx, 0, &woken) > 0)
-            pass(tx, NULL);
-        return vp->link.err ? loom_link_take_err(tx) : LOOM_SUCCESS;
-    }
-    double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
-    int busy = 0;
-    for (;;) {
-        int ms = -1;
-        if (timeout_us > 0) {
-            double left = until - loom_now();
-            if (left <= 0)
-                return LOOM_SUCCESS;
-            ms = (int)(left * 1e3) + 1;
-        }
-        if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
-            ms = deadline_ms;
-        /* sleep on the completion queue's fd once the provider agrees
-         * (fi_trywait); a provider without one, a refused post, or work in
-         * flight on a provider that retransmits from progress calls (rxd)
-         * are looked at again after a short sleep, never spun on */
-        int cap = -1;
-        if (vp->cq_fd < 0 || vp->eagain)
-            cap = 1;
-        else if (vp->inflight)
-            cap = 10;
-        if (vp->cq_fd >= 0) {
-            struct fid *f = &vp->cq->fid;
-            if (fi_trywait(vp->fabric, &f, 1) != FI_SUCCESS)
-                cap = ++busy > 100 ? 1 : 0;
-            else
-                busy = 0;
-        }
-        if (cap >= 0 && (ms < 0 || cap < ms))
-            ms = cap;
-        int woken = 0;
-        if (events(tx, ms, &woken) < 0)
-            return LOOM_ERROR_SYSTEM;
-        pass(tx, &deadline_ms);
-        if (vp->link.err)
-            return loom_link_take_err(tx);
-        if (woken || finished(vp) != before || vp->link.shut)
-            return LOOM_SUCCESS;
-    }
+    return loom_link_progress(tx, timeout_us, &ox_wait);
 }
 
 static void ox_finalize(struct loom_tx *tx)
 {
     struct ox_priv *vp = tx->priv;
-    if (!vp)
-        return;
-    loom_link_goodbye(tx);
-    if (vp->peers)
-        for (int r = 0; r < tx->params.nranks; r++)
-            if (r != tx->params.rank)
-                loom_ofi_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
-    loom_link_free(tx);
-    vp->peers = NULL;
+    loom_link_finish(tx, loom_ofi_fail_reqs);
     /* the endpoint first: it may hold registrations and posted buffers */
     if (vp->ep)
         fi_close(&vp->ep->fid);
@@ -537,8 +460,8 @@ const struct loom_transport loom_ofi_transport = {
     /* Queue; post the chunks at once when the peer's link is up (a post the
      * provider refuses with -FI_EAGAIN is retried from progress). A peer
      * that failed fails the request at once (done=1) with its error. */
-    .isend = ox_isend,
-    .irecv = ox_irecv,
+    .isend = loom_link_isend,
+    .irecv = loom_link_irecv,
     /* Read the completion queue and the out-of-band messages, drive the
      * control sockets; when no request finished and timeout_us != 0, sleep
      * on the completion queue's wait fd (after fi_trywait), the control

@@ -88,12 +88,6 @@ static uint64_t received(struct loom_tx *tx, int r)
     return vp->peers[r].recv_done;
 }
 
-static void drain(struct loom_tx *tx, int r)
-{
-    (void)r;
-    loom_ofi_poll_cq(tx);
-}
-
 static void queues(struct loom_tx *tx, int r, struct loom_tx_req **sends,
                    struct loom_tx_req **recvs)
 {
@@ -120,7 +114,8 @@ const struct loom_link_ops loom_ofi_link_ops = {
     .up = loom_ofi_kick,
     .got = loom_ofi_sends_received,
     .received = received,
-    .drain = drain,
+    .post = loom_ofi_post,
+    .poll = loom_ofi_poll_cq,
     .queues = queues,
     .busy = busy,
     .lost = loom_ofi_fail_reqs,

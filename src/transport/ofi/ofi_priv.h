@@ -45,7 +45,7 @@
 #include <rdma/fi_errno.h>
 
 #include "auth.h"
-#include "transport/common/link.h"
+#include "transport/common/link_tx.h"
 #include "transport/ofi/ofi_api.h"
 #include "transport/common/regcache.h"
 #include "transport/transport.h"
@@ -153,13 +153,8 @@ void loom_ofi_tune_sockets(struct loom_tx *tx, int r);
 /* ofi_conn.c: its blob (the endpoint address) and hooks */
 extern const struct loom_link_ops loom_ofi_link_ops;
 
-/* ofi_data.c */
-loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);
-/* Read the completion queue; returns how many entries were taken. */
-int loom_ofi_poll_cq(struct loom_tx *tx);
-/* Post what can be posted to peer r (after its link came up, or -FI_EAGAIN). */
-void loom_ofi_kick(struct loom_tx *tx, int r);
-void loom_ofi_fail_reqs(struct loom_tx *tx, int r, loom_result_t res);
+/* ofi_data.c: kick also posts what a refused post (-FI_EAGAIN) left */
+LOOM_LINK_DATA_PATH(ofi);
 /* Peer r said goodbye having received got of this rank's messages: the
  * sends among them are complete, whatever the provider has yet to say (a
  * reliable-datagram provider's acknowledgement may never come from an

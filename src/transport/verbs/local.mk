@@ -29,6 +29,7 @@ tests_unit_check_transport_SOURCES += tests/support/verbs_model.h tests/support/
 check_PROGRAMS += tests/unit/check_verbs
 TESTS += tests/unit/check_verbs
 tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c tests/support/mp_util.h \
+	tests/support/tx_util.h \
 	tests/support/verbs_model.h tests/support/verbs_model.c
 tests_unit_check_verbs_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tests/support
 tests_unit_check_verbs_LDADD = $(TEST_LIBS)
@@ -64,4 +65,11 @@ tests_integration_test_coll_verbs_SOURCES = tests/integration/test_coll.c \
 	tests/support/verbs_model.h tests/support/verbs_model.c
 tests_integration_test_coll_verbs_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/support
 tests_integration_test_coll_verbs_LDADD = $(LOOM_INTERNAL_LIBS)
+# Allreduce timing on the model, to compare two builds (docs/perf.md):
+# built by make check, run by hand.
+check_PROGRAMS += tests/integration/verbs_model_perf
+tests_integration_verbs_model_perf_SOURCES = tests/integration/verbs_model_perf.c \
+	tests/support/harness.h tests/support/verbs_model.h tests/support/verbs_model.c
+tests_integration_verbs_model_perf_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/support
+tests_integration_verbs_model_perf_LDADD = $(LOOM_INTERNAL_LIBS)
 endif

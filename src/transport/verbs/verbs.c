@@ -120,17 +120,6 @@ static void rc_dereg(void *ctx, void *handle)
     vp->ibv->dereg_mr(handle);
 }
 
-static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static loom_result_t fail_init(struct loom_tx *tx, loom_result_t res, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tx->errmsg, sizeof tx->errmsg, fmt, ap);
-    va_end(ap);
-    return res;
-}
-
 /* Choose the device, port and GID; open it; make what every peer shares. */
 static loom_result_t open_device(struct loom_tx *tx)
 {
@@ -139,7 +128,7 @@ static loom_result_t open_device(struct loom_tx *tx)
     struct loom_verbs_topo topo;
     loom_result_t res = loom_verbs_topo_scan(vp->ibv->sysfs, &topo);
     if (res < 0)
-        return fail_init(tx, res, "verbs: out of memory reading %s", vp->ibv->sysfs);
+        return loom_link_errf(tx, res, "verbs: out of memory reading %s", vp->ibv->sysfs);
     char ifname[IF_NAMESIZE + 1];
     iface_of(tx->params.local_addr, ifname, sizeof ifname);
     char err[LOOM_TX_ERRLEN];
@@ -147,12 +136,12 @@ static loom_result_t open_device(struct loom_tx *tx)
                             cfg->ib_gid_index, &vp->choice, err, sizeof err);
     loom_verbs_topo_free(&topo);
     if (res < 0)
-        return fail_init(tx, res, "verbs: %s", err);
+        return loom_link_errf(tx, res, "verbs: %s", err);
 
     int n = 0;
     struct ibv_device **list = vp->ibv->get_device_list(&n);
     if (!list)
-        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: ibv_get_device_list: %s",
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: ibv_get_device_list: %s",
                          strerror(errno));
     for (int i = 0; i < n && !vp->ctx; i++)
         if (strcmp(vp->ibv->get_device_name(list[i]), vp->choice.dev) == 0)
@@ -160,16 +149,16 @@ static loom_result_t open_device(struct loom_tx *tx)
     int e = errno;
     vp->ibv->free_device_list(list);
     if (!vp->ctx)
-        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: cannot open %s (in sysfs%s): %s",
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: cannot open %s (in sysfs%s): %s",
                          vp->choice.dev, n ? "" : ", but libibverbs lists no device",
                          strerror(e));
     struct ibv_port_attr pa;
     int err_no = vp->ibv->query_port(vp->ctx, (uint8_t)vp->choice.port, &pa);
     if (err_no)
-        return fail_init(tx, loom_verbs_errno_result(err_no), "verbs: ibv_query_port %s:%d: %s",
+        return loom_link_errf(tx, loom_verbs_errno_result(err_no), "verbs: ibv_query_port %s:%d: %s",
                          vp->choice.dev, vp->choice.port, strerror(err_no));
     if (pa.state != IBV_PORT_ACTIVE)
-        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: %s port %d is not active (state %d)",
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: %s port %d is not active (state %d)",
                          vp->choice.dev, vp->choice.port, pa.state);
     vp->local = (struct loom_verbs_local){
         .port = (uint8_t)vp->choice.port,
@@ -185,23 +174,23 @@ static loom_result_t open_device(struct loom_tx *tx)
 
     vp->pd = vp->ibv->alloc_pd(vp->ctx);
     if (!vp->pd)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_alloc_pd on %s: %s", vp->choice.dev,
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_alloc_pd on %s: %s", vp->choice.dev,
                          strerror(errno));
     vp->ch = vp->ibv->create_comp_channel(vp->ctx);
     if (!vp->ch)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_comp_channel: %s",
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_comp_channel: %s",
                          strerror(errno));
     int fl = fcntl(vp->ch->fd, F_GETFL);
     if (fl < 0 || fcntl(vp->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: completion channel non-blocking: %s",
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: completion channel non-blocking: %s",
                          strerror(errno));
     vp->cq = vp->ibv->create_cq(vp->ctx, 1024, tx, vp->ch, 0);
     if (!vp->cq)
-        return fail_init(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_cq: %s", strerror(errno));
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_cq: %s", strerror(errno));
     struct loom_regcache_ops ops = {.reg = rc_reg, .dereg = rc_dereg};
     res = loom_regcache_new(&ops, tx, VX_RC_ENTRIES, VX_RC_BYTES, &vp->rc);
     if (res < 0)
-        return fail_init(tx, res, "verbs: cannot make a registration cache");
+        return loom_link_errf(tx, res, "verbs: cannot make a registration cache");
     return LOOM_SUCCESS;
 }
 
@@ -210,20 +199,12 @@ static loom_result_t init_steps(struct loom_tx *tx)
     struct vx_priv *vp = tx->priv;
     const struct loom_tx_params *pr = &tx->params;
     vp->tune = loom_verbs_default_tuning;
-    if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
-        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT, "verbs: rank %d of %d", pr->rank,
-                         pr->nranks);
-    if (!pr->oob)
-        return fail_init(tx, LOOM_ERROR_INVALID_ARGUMENT,
-                         "verbs: no out-of-band service to connect through");
+    LOOM_CHECK(loom_link_open(tx, &loom_verbs_link_ops, sizeof *vp->peers));
+    vp->peers = vp->link.peers;
     char why[256] = "";
     vp->ibv = loom_ibv_get(why, sizeof why);
     if (!vp->ibv)
-        return fail_init(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs is unavailable: %s", why);
-    loom_result_t res = loom_link_init(tx, &loom_verbs_link_ops, sizeof *vp->peers);
-    if (res < 0)
-        return res;
-    vp->peers = vp->link.peers;
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs is unavailable: %s", why);
     if (getrandom(&vp->nonce, sizeof vp->nonce, 0) != (ssize_t)sizeof vp->nonce)
         vp->nonce = loom_now_ns() ^ (uint64_t)getpid() << 32;
     LOOM_CHECK(open_device(tx));
@@ -251,100 +232,56 @@ static loom_result_t vx_init(struct loom_tx *tx)
 }
 
 
-static loom_result_t vx_isend(struct loom_tx *tx, struct loom_tx_req *req)
-{
-    return loom_verbs_post(tx, req, 1);
-}
-
-static loom_result_t vx_irecv(struct loom_tx *tx, struct loom_tx_req *req)
-{
-    return loom_verbs_post(tx, req, 0);
-}
-
-/* One non-blocking look at everything; *wait_ms gets how long a sleep may
- * last before a deadline needs looking at (-1: none). */
-static int pass(struct loom_tx *tx, int *wait_ms)
-{
-    loom_link_poll(tx);
-    int n = loom_verbs_poll_cq(tx);
-    int ms = loom_link_timeouts(tx);
-    if (wait_ms)
-        *wait_ms = ms;
-    return n;
-}
-
 /* Requests finished so far: progress() that may wait returns once this
  * moves (or on an error, wake() or the timeout), not for traffic that
  * finishes nothing (a CTS entry arriving, a peer's queue pair coming up). */
-static uint64_t finished(const struct vx_priv *vp)
+static uint64_t finished(struct loom_tx *tx)
 {
+    struct vx_priv *vp = tx->priv;
     return vp->counts.sends + vp->counts.recvs;
 }
 
-static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
+/* arm the channel, then look once more: a completion that came between the
+ * poll and the arming raises no event [ibv_get_cq_event(3)] */
+static loom_result_t arm(struct loom_tx *tx, int *ms, int *state)
 {
     struct vx_priv *vp = tx->priv;
-    uint64_t before = finished(vp);
-    int deadline_ms;
-    pass(tx, &deadline_ms);
-    if (vp->link.err)
-        return loom_link_take_err(tx);
-    if (finished(vp) != before || timeout_us == 0 || vp->link.shut)
+    (void)ms;
+    (void)state;
+    if (vp->cq_armed)
         return LOOM_SUCCESS;
-    double until = timeout_us > 0 ? loom_now() + timeout_us * 1e-6 : 0;
-    for (;;) {
-        /* arm the channel, then look once more: a completion that came
-         * between the poll and the arming raises no event
-         * [ibv_get_cq_event(3)] */
-        if (!vp->cq_armed) {
-            int err = vp->ibv->req_notify_cq(vp->cq, 0);
-            if (err) {
-                snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_req_notify_cq: %s",
-                         strerror(err));
-                return LOOM_ERROR_SYSTEM;
-            }
-            vp->cq_armed = 1;
-            loom_verbs_poll_cq(tx);
-            if (vp->link.err)
-                return loom_link_take_err(tx);
-            if (finished(vp) != before)
-                return LOOM_SUCCESS;
-        }
-        int ms = -1;
-        if (timeout_us > 0) {
-            double left = until - loom_now();
-            if (left <= 0)
-                return LOOM_SUCCESS;
-            ms = (int)(left * 1e3) + 1;
-        }
-        if (deadline_ms >= 0 && (ms < 0 || deadline_ms < ms))
-            ms = deadline_ms;
-        struct epoll_event evs[32];
-        int k = epoll_wait(vp->link.epfd, evs, 32, ms);
-        if (k < 0 && errno != EINTR) {
-            snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: epoll_wait: %s", strerror(errno));
-            return LOOM_ERROR_SYSTEM;
-        }
-        int woken = 0;
-        for (int i = 0; i < k; i++) {
-            uint64_t tag = evs[i].data.u64;
-            if (tag == VX_EP_CHANNEL) {
-                struct ibv_cq *cq;
-                void *ctx;
-                while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
-                    vp->ibv->ack_cq_events(cq, 1);
-                    vp->cq_armed = 0;
-                }
-            } else {
-                loom_link_event(tx, tag, evs[i].events, &woken);
-            }
-        }
-        pass(tx, &deadline_ms);
-        if (vp->link.err)
-            return loom_link_take_err(tx);
-        if (woken || finished(vp) != before || vp->link.shut)
-            return LOOM_SUCCESS;
+    int err = vp->ibv->req_notify_cq(vp->cq, 0);
+    if (err)
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_req_notify_cq: %s",
+                              strerror(err));
+    vp->cq_armed = 1;
+    loom_verbs_poll_cq(tx);
+    return LOOM_SUCCESS;
+}
+
+static void channel_event(struct loom_tx *tx, uint64_t tag, uint32_t events)
+{
+    struct vx_priv *vp = tx->priv;
+    struct ibv_cq *cq;
+    void *ctx;
+    (void)events;
+    if (tag != VX_EP_CHANNEL)
+        return;
+    while (vp->ibv->get_cq_event(vp->ch, &cq, &ctx) == 0) {
+        vp->ibv->ack_cq_events(cq, 1);
+        vp->cq_armed = 0;
     }
+}
+
+static const struct loom_link_wait vx_wait = {
+    .finished = finished,
+    .before_sleep = arm,
+    .event = channel_event,
+};
+
+static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
+{
+    return loom_link_progress(tx, timeout_us, &vx_wait);
 }
 
 static loom_result_t vx_mem_reg(struct loom_tx *tx, void *buf, size_t len,
@@ -379,25 +316,23 @@ static loom_result_t vx_mem_dereg(struct loom_tx *tx, void *mr)
     return LOOM_SUCCESS;
 }
 
+/* its socket first, then its queue pair and memory */
+static void drop_peer(struct loom_tx *tx, int r, loom_result_t res)
+{
+    struct vx_priv *vp = tx->priv;
+    struct vx_peer *p = &vp->peers[r];
+    loom_verbs_fail_reqs(tx, r, res);
+    loom_link_close(tx, r);
+    if (p->qp)
+        vp->ibv->destroy_qp(p->qp);
+    p->qp = NULL;
+    loom_verbs_peer_mem_free(tx, r);
+}
+
 static void vx_finalize(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
-    if (!vp)
-        return;
-    loom_link_goodbye(tx);
-    if (vp->peers) {
-        for (int r = 0; r < tx->params.nranks; r++) {
-            struct vx_peer *p = &vp->peers[r];
-            loom_verbs_fail_reqs(tx, r, LOOM_ERROR_ABORTED); /* abandoned by the caller */
-            loom_link_close(tx, r);
-            if (p->qp)
-                vp->ibv->destroy_qp(p->qp);
-            p->qp = NULL;
-            loom_verbs_peer_mem_free(tx, r);
-        }
-    }
-    loom_link_free(tx);
-    vp->peers = NULL;
+    loom_link_finish(tx, drop_peer);
     if (vp->rc)
         loom_regcache_free(vp->rc);
     vp->rc = NULL;
@@ -434,8 +369,8 @@ const struct loom_transport loom_verbs_transport = {
     .connect = loom_link_connect,
     /* Queue; advertise or write what credits allow now. A peer that failed
      * fails the request at once (done=1) and returns its error. */
-    .isend = vx_isend,
-    .irecv = vx_irecv,
+    .isend = loom_link_isend,
+    .irecv = loom_link_irecv,
     /* Drain the completion queue and the out-of-band messages; when no
      * request finished and timeout_us != 0, sleep on the completion
      * channel, the control sockets and the wake and OOB eventfds until one

@@ -178,12 +178,6 @@ static int blob_apply(struct loom_tx *tx, int r, const uint8_t *buf, size_t len)
     return 0;
 }
 
-static void drain(struct loom_tx *tx, int r)
-{
-    (void)r;
-    loom_verbs_poll_cq(tx);
-}
-
 static void queues(struct loom_tx *tx, int r, struct loom_tx_req **sends,
                    struct loom_tx_req **recvs)
 {
@@ -221,7 +215,8 @@ const struct loom_link_ops loom_verbs_link_ops = {
     .blob_encode = blob_encode,
     .blob_apply = blob_apply,
     .up = loom_verbs_kick,
-    .drain = drain,
+    .post = loom_verbs_post,
+    .poll = loom_verbs_poll_cq,
     .queues = queues,
     .busy = busy,
     .lost = lost,

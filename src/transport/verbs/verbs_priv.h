@@ -10,7 +10,7 @@
 
 #include "auth.h"
 #include "net/net.h"
-#include "transport/common/link.h"
+#include "transport/common/link_tx.h"
 #include "transport/common/regcache.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_api.h"
@@ -132,14 +132,9 @@ struct vx_priv {
 /* verbs_conn.c: its blob (the queue pair) and hooks */
 extern const struct loom_link_ops loom_verbs_link_ops;
 
-/* verbs_data.c */
-loom_result_t loom_verbs_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);
-/* Drain the completion queue; returns how many were taken (or -1 when the
- * queue failed: the instance fails every peer). */
-int loom_verbs_poll_cq(struct loom_tx *tx);
-/* Move what can move on peer r (advertise, write, repost). */
-void loom_verbs_kick(struct loom_tx *tx, int r);
-void loom_verbs_fail_reqs(struct loom_tx *tx, int r, loom_result_t res);
+/* verbs_data.c: kick advertises, writes and reposts; poll_cq returns -1
+ * when the queue failed (the instance fails every peer) */
+LOOM_LINK_DATA_PATH(verbs);
 loom_result_t loom_verbs_peer_mem(struct loom_tx *tx, int r);
 void loom_verbs_peer_mem_free(struct loom_tx *tx, int r);
 loom_result_t loom_verbs_post_recvs(struct loom_tx *tx, int r, uint32_t n);
