@@ -276,7 +276,8 @@ static int mismatch_rank(int rank, int n, void *arg)
     loom_comm_t comm;
     if (join(c, rank, &comm) != LOOM_SUCCESS)
         return 1;
-    uint64_t count = c->no_cma == 1 || (c->path && !strcmp(c->path, "ll")) ? 100 : 100003;
+    uint64_t count =
+        c->path && (!strcmp(c->path, "ll") || !strcmp(c->path, "copy")) ? 100 : 100003;
     uint64_t mine = rank == 0 ? count + 8 : count;
     float *x = calloc(count + 8, sizeof *x);
     if (!x)
@@ -381,9 +382,10 @@ static int crowd_rank(int rank, int n, void *arg)
     if (join(c, rank, &comm) != LOOM_SUCCESS)
         return 1;
     struct loom_op big = {.kind = LOOM_OP_ALLREDUCE, .count = 1 << 20, .dtype = LOOM_FLOAT32};
-    const char *path = loom_shm_path_name(comm, &big);
-    if (!path || strcmp(path, "push") != 0)
-        FAIL("a 4 MiB allreduce would go by %s, expected push", path ? path : "the network");
+    const char *path = loom_shm_path_name(comm, &big), *want = c->path ? c->path : "push";
+    if (!path || strcmp(path, want) != 0)
+        FAIL("a 4 MiB allreduce would go by %s, expected %s", path ? path : "the network",
+             want);
     big.count = 64;
     path = loom_shm_path_name(comm, &big);
     if (!path || strcmp(path, "ll") != 0)
@@ -478,15 +480,19 @@ int main(void)
         return 2;
     }
     int failed = 0;
-    static const char *const paths[] = {"push", "copy", "read", "ll"};
-    static const char *const pnames[] = {"push (read and write)", "two-copy", "read-only",
-                                         "small-message lines"};
-    /* the two-copy and ll paths forced for every size, the others chosen */
-    static const char *const algos[] = {NULL, "shm_copy", NULL, "shm_ll"};
-    static const char *const smalls[] = {"ll", "copy", "ll", "ll"};
-    static const int no_cma[] = {0, 1, 2, 0};
+    enum { NPATHS = 6 };
+    static const char *const paths[NPATHS] = {"push", "copy", "read", "ll", "pipe", "pipe"};
+    static const char *const pnames[NPATHS] = {
+        "push (read and write)", "two-copy", "read-only", "small-message lines",
+        "pipelined two-copy", "pipelined, forced beside CMA"};
+    /* the two-copy and ll paths forced for every size, pipe chosen where
+     * CMA is refused and forced where it works, the others chosen */
+    static const char *const algos[NPATHS] = {NULL, "shm_copy", NULL, "shm_ll", NULL,
+                                              "shm_pipe"};
+    static const char *const smalls[NPATHS] = {"ll", "copy", "ll", "ll", "ll", "pipe"};
+    static const int no_cma[NPATHS] = {0, 1, 2, 0, 1, 0};
     struct cfg c;
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < NPATHS; p++) {
         char name[96];
         c = (struct cfg){.table = single, .expect = "shm", .no_cma = no_cma[p],
                          .path = paths[p], .algo = algos[p], .small = smalls[p]};
@@ -506,6 +512,8 @@ int main(void)
     }
     c = (struct cfg){.table = eight};
     failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
+    c = (struct cfg){.table = eight, .no_cma = 1, .path = "pipe"};
+    failed |= run("crowd: 8 ranks pipelined two-copy", 8, crowd_rank, &c);
     c = (struct cfg){.table = two2, .expect = "hier", .path = "push"};
     failed |= run("hier 2x2", 4, matrix_rank, &c);
     c = (struct cfg){.table = two3, .expect = "hier", .path = "push"};
@@ -534,7 +542,7 @@ int main(void)
     failed |= run("late failure: a later call", 4, late_rank, &c);
     c.later = 0;
     failed |= run("late failure: this call", 4, late_rank, &c);
-    for (int p = 0; p < 4 && !skipped("kill"); p++) {
+    for (int p = 0; p < NPATHS && !skipped("kill"); p++) {
         c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed,
                          .no_cma = no_cma[p], .algo = algos[p]};
         atomic_store(passed, 0);
