@@ -25,29 +25,50 @@
 
 struct pipe {
     struct loom_shm_ctx *x;
+    struct loom_shm *s;
+    const struct loom_op *op;
+    size_t es;
+    loom_reduce_fn fn;
+    const char *send;
+    char *recv;
     uint32_t start;    /* the epoch the call began at                   */
     unsigned stages;   /* bumps per chunk                               */
+    uint64_t per;      /* elements per chunk (of each block: parts > 1) */
     uint64_t nchunks;
 };
 
-static void pipe_init(struct pipe *p, struct loom_shm_ctx *x, unsigned stages,
-                      uint64_t count, uint64_t per)
+static size_t pipe_buf_bytes(const struct loom_shm *s)
+{
+    return 2 * s->slot_bytes / LOOM_SHM_PIPE_BUFS;
+}
+
+/* A chunk is a buffer's worth of elements, or of each of parts blocks. */
+static void pipe_init(struct pipe *p, struct loom_shm_ctx *x, unsigned stages, unsigned parts)
 {
     p->x = x;
+    p->s = x->s;
+    p->op = x->op;
+    p->es = loom_dtype_size(x->op->dtype);
+    p->fn = loom_reduce_get(x->op->dtype, x->op->op);
+    p->send = x->op->sendbuf;
+    p->recv = x->op->recvbuf;
     p->start = x->s->epoch;
     p->stages = stages;
-    p->nchunks = (count + per - 1) / per;
+    p->per = pipe_buf_bytes(x->s) / p->es / parts;
+    p->nchunks = (x->op->count + p->per - 1) / p->per;
+}
+
+/* Chunk c's first element (*base) and element count. */
+static uint64_t pipe_chunk(const struct pipe *p, uint64_t c, uint64_t *base)
+{
+    *base = c * p->per;
+    return p->op->count - *base < p->per ? p->op->count - *base : p->per;
 }
 
 /* The epoch a rank reaches when it has done stage st of chunk c. */
 static uint32_t pipe_at(const struct pipe *p, uint64_t c, unsigned st)
 {
     return p->start + (uint32_t)(c * p->stages + st + 1);
-}
-
-static size_t pipe_buf_bytes(const struct loom_shm *s)
-{
-    return 2 * s->slot_bytes / LOOM_SHM_PIPE_BUFS;
 }
 
 /* Local rank j's buffer for chunk c: the first half of the ring is the slot
@@ -102,21 +123,14 @@ static loom_result_t pipe_end(struct pipe *p)
  * from n inputs, the chunk copied out. */
 static loom_result_t pipe_reduce_all(struct loom_shm_ctx *x, int root)
 {
-    struct loom_shm *s = x->s;
-    const struct loom_op *op = x->op;
-    size_t es = loom_dtype_size(op->dtype);
-    loom_reduce_fn fn = loom_reduce_get(op->dtype, op->op);
-    const char *send = op->sendbuf;
-    char *recv = op->recvbuf;
-    uint64_t per = pipe_buf_bytes(s) / es;
     struct pipe p;
-    pipe_init(&p, x, 3, op->count, per);
-    loom_result_t res = LOOM_SUCCESS;
+    pipe_init(&p, x, 3, 1);
+    struct loom_shm *s = p.s;
+    size_t es = p.es;
     for (uint64_t c = 0; c < p.nchunks; c++) {
-        uint64_t base = c * per, cnt = op->count - base < per ? op->count - base : per;
-        uint64_t o, l;
-        const char *in = send + base * es;
-        res = pipe_claim(&p, c);
+        uint64_t base, cnt = pipe_chunk(&p, c, &base), o, l;
+        const char *in = p.send + base * es;
+        loom_result_t res = pipe_claim(&p, c);
         if (res < 0)
             return res;
         char *mine = pipe_buf(&p, s->me, c);
@@ -138,22 +152,20 @@ static loom_result_t pipe_reduce_all(struct loom_shm_ctx *x, int root)
             if (j == 0)
                 memcpy(dst, src, (size_t)l * es);
             else
-                fn(dst, dst, src, (size_t)l);
+                p.fn(dst, dst, src, (size_t)l);
         }
-        if (op->op == LOOM_AVG && l)
-            loom_reduce_avg_finish(dst, (size_t)l, op->dtype, x->comm->nranks);
+        if (p.op->op == LOOM_AVG && l)
+            loom_reduce_avg_finish(dst, (size_t)l, p.op->dtype, x->comm->nranks);
         loom_shm_bump(s);
-        if (root < 0 || s->me == root) {
-            for (int k = 0; k < s->n; k++) {
-                int j = (s->me + k) % s->n;
-                loom_shm_slice(cnt, s->n, j, &o, &l);
-                res = j == s->me ? LOOM_SUCCESS : pipe_wait(&p, j, c, 1);
-                if (res < 0)
-                    return res;
-                if (l)
-                    memcpy(recv + (base + o) * es, pipe_buf(&p, j, c) + o * es,
-                           (size_t)l * es);
-            }
+        for (int k = 0; (root < 0 || s->me == root) && k < s->n; k++) {
+            int j = (s->me + k) % s->n;
+            loom_shm_slice(cnt, s->n, j, &o, &l);
+            res = j == s->me ? LOOM_SUCCESS : pipe_wait(&p, j, c, 1);
+            if (res < 0)
+                return res;
+            if (l)
+                memcpy(p.recv + (base + o) * es, pipe_buf(&p, j, c) + o * es,
+                       (size_t)l * es);
         }
         loom_shm_bump(s);
     }
@@ -174,29 +186,26 @@ loom_result_t loom_shm_pipe_reduce(struct loom_shm_ctx *x)
  * at once; the root stages the next chunks meanwhile. */
 loom_result_t loom_shm_pipe_broadcast(struct loom_shm_ctx *x)
 {
-    struct loom_shm *s = x->s;
-    const struct loom_op *op = x->op;
-    size_t es = loom_dtype_size(op->dtype);
-    int root = loom_shm_local_of(s, op->root);
-    char *buf = op->recvbuf;
-    uint64_t per = pipe_buf_bytes(s) / es;
     struct pipe p;
-    pipe_init(&p, x, 2, op->count, per);
+    pipe_init(&p, x, 2, 1);
+    struct loom_shm *s = p.s;
+    int root = loom_shm_local_of(s, p.op->root);
     for (uint64_t c = 0; c < p.nchunks; c++) {
-        uint64_t base = c * per, cnt = op->count - base < per ? op->count - base : per;
+        uint64_t base, cnt = pipe_chunk(&p, c, &base);
+        char *at = p.recv + base * p.es;
         loom_result_t res;
         if (s->me == root) {
             res = pipe_claim(&p, c);
             if (res < 0)
                 return res;
-            memcpy(pipe_buf(&p, root, c), buf + base * es, (size_t)cnt * es);
+            memcpy(pipe_buf(&p, root, c), at, (size_t)cnt * p.es);
         }
         loom_shm_bump(s);
         if (s->me != root) {
             res = pipe_wait(&p, root, c, 0);
             if (res < 0)
                 return res;
-            memcpy(buf + base * es, pipe_buf(&p, root, c), (size_t)cnt * es);
+            memcpy(at, pipe_buf(&p, root, c), (size_t)cnt * p.es);
         }
         loom_shm_bump(s);
     }
@@ -207,34 +216,30 @@ loom_result_t loom_shm_pipe_broadcast(struct loom_shm_ctx *x)
  * copies the same chunk of every peer's block out. */
 loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x)
 {
-    struct loom_shm *s = x->s;
-    const struct loom_op *op = x->op;
-    size_t es = loom_dtype_size(op->dtype), block = (size_t)op->count * es;
-    const char *send = op->sendbuf;
-    char *recv = op->recvbuf;
-    uint64_t per = pipe_buf_bytes(s) / es;
     struct pipe p;
-    pipe_init(&p, x, 2, op->count, per);
+    pipe_init(&p, x, 2, 1);
+    struct loom_shm *s = p.s;
+    size_t block = (size_t)p.op->count * p.es;
     for (uint64_t c = 0; c < p.nchunks; c++) {
-        uint64_t base = c * per, cnt = op->count - base < per ? op->count - base : per;
+        uint64_t base, cnt = pipe_chunk(&p, c, &base);
         loom_result_t res = pipe_claim(&p, c);
         if (res < 0)
             return res;
-        memcpy(pipe_buf(&p, s->me, c), send + base * es, (size_t)cnt * es);
+        memcpy(pipe_buf(&p, s->me, c), p.send + base * p.es, (size_t)cnt * p.es);
         loom_shm_bump(s);
         for (int k = 1; k < s->n; k++) {
             int j = (s->me + k) % s->n;
             res = pipe_wait(&p, j, c, 0);
             if (res < 0)
                 return res;
-            memcpy(recv + (size_t)s->ranks[j] * block + base * es, pipe_buf(&p, j, c),
-                   (size_t)cnt * es);
+            memcpy(p.recv + (size_t)s->ranks[j] * block + base * p.es, pipe_buf(&p, j, c),
+                   (size_t)cnt * p.es);
         }
         loom_shm_bump(s);
     }
-    char *mine = recv + (size_t)s->ranks[s->me] * block;
-    if (send != mine)
-        memmove(mine, send, block);
+    char *mine = p.recv + (size_t)s->ranks[s->me] * block;
+    if (p.send != mine)
+        memmove(mine, p.send, block);
     return pipe_end(&p);
 }
 
@@ -243,21 +248,16 @@ loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x)
  * rank's input in rank order (its own read in place). */
 loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x)
 {
-    struct loom_shm *s = x->s;
-    const struct loom_op *op = x->op;
-    size_t es = loom_dtype_size(op->dtype);
-    loom_reduce_fn fn = loom_reduce_get(op->dtype, op->op);
-    const char *send = op->sendbuf;
-    char *recv = op->recvbuf;
-    uint64_t per = pipe_buf_bytes(s) / es / (uint64_t)s->n;
+    struct pipe p;
+    pipe_init(&p, x, 2, (unsigned)x->s->n);
+    struct loom_shm *s = p.s;
+    size_t es = p.es, piece = (size_t)p.per * es;
+    const char *my_block = p.send + (size_t)s->ranks[s->me] * p.op->count * es;
     /* in place, the result overwrites this rank's input before the rank
      * order reaches it: stage that block too */
-    int in_place = recv == send + (size_t)s->ranks[s->me] * op->count * es;
-    struct pipe p;
-    pipe_init(&p, x, 2, op->count, per);
+    int in_place = p.recv == my_block;
     for (uint64_t c = 0; c < p.nchunks; c++) {
-        uint64_t base = c * per, cnt = op->count - base < per ? op->count - base : per;
-        size_t piece = (size_t)per * es;
+        uint64_t base, cnt = pipe_chunk(&p, c, &base);
         loom_result_t res = pipe_claim(&p, c);
         if (res < 0)
             return res;
@@ -265,27 +265,26 @@ loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x)
         for (int j = 0; j < s->n; j++)
             if (j != s->me || in_place)
                 memcpy(mine + (size_t)j * piece,
-                       send + ((uint64_t)s->ranks[j] * op->count + base) * es,
+                       p.send + ((uint64_t)s->ranks[j] * p.op->count + base) * es,
                        (size_t)cnt * es);
         loom_shm_bump(s);
-        char *dst = recv + base * es;
+        char *dst = p.recv + base * es;
         for (int j = 0; j < s->n; j++) {
             res = j == s->me ? LOOM_SUCCESS : pipe_wait(&p, j, c, 0);
             if (res < 0)
                 return res;
-            const char *src =
-                j == s->me && !in_place
-                    ? send + ((uint64_t)s->ranks[s->me] * op->count + base) * es
-                    : pipe_buf(&p, j, c) + (size_t)s->me * piece;
+            const char *src = j == s->me && !in_place
+                                  ? my_block + base * es
+                                  : pipe_buf(&p, j, c) + (size_t)s->me * piece;
             if (j == 0) {
                 if (dst != src)
                     memcpy(dst, src, (size_t)cnt * es);
             } else {
-                fn(dst, dst, src, (size_t)cnt);
+                p.fn(dst, dst, src, (size_t)cnt);
             }
         }
-        if (op->op == LOOM_AVG)
-            loom_reduce_avg_finish(dst, (size_t)cnt, op->dtype, s->n);
+        if (p.op->op == LOOM_AVG)
+            loom_reduce_avg_finish(dst, (size_t)cnt, p.op->dtype, s->n);
         loom_shm_bump(s);
     }
     return pipe_end(&p);

@@ -22,13 +22,22 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
     /* the kinds where ranks share the work only by writing into peers */
     int pushes = op->kind == LOOM_OP_ALLREDUCE || op->kind == LOOM_OP_BROADCAST ||
                  op->kind == LOOM_OP_REDUCE;
+    enum loom_shm_path cma = s->push && pushes ? LOOM_SHM_PATH_PUSH
+                             : s->cma          ? LOOM_SHM_PATH_READ
+                                               : LOOM_SHM_PATH_COPY;
     /* the hierarchical allreduce's step between servers needs whole
      * slices, which the pipelined chunks never hold */
     int pipes = s->ngroups == 1 || op->kind != LOOM_OP_ALLREDUCE;
-    enum loom_shm_path best = s->push && pushes ? LOOM_SHM_PATH_PUSH
-                              : s->cma          ? LOOM_SHM_PATH_READ
-                              : pipes           ? LOOM_SHM_PATH_PIPE
-                                                : LOOM_SHM_PATH_COPY;
+    int reduces = op->kind == LOOM_OP_ALLREDUCE || op->kind == LOOM_OP_REDUCE ||
+                  op->kind == LOOM_OP_REDUCE_SCATTER;
+    /* One server: through the segment, which measured faster than
+     * cross-memory attach in most cells on a loaded 2-core machine (no
+     * page pinning, no system call for the scheduler to preempt); two
+     * ranks reduce best both inputs each, one wait per slot (docs/shm.md,
+     * "Measured"). Several servers: whole slices for the network step. */
+    enum loom_shm_path best = s->ngroups > 1            ? cma
+                              : s->n == 2 && reduces    ? LOOM_SHM_PATH_COPY
+                                                        : LOOM_SHM_PATH_PIPE;
     int small = loom_shm_ll_bytes(s, op) <= LOOM_SHM_LL_MAX;
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_LL: return LOOM_SHM_PATH_LL;
@@ -41,7 +50,7 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
         return small ? LOOM_SHM_PATH_LL : LOOM_SHM_PATH_COPY;
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_READ: return s->cma ? LOOM_SHM_PATH_READ : LOOM_SHM_PATH_COPY;
-    case LOOM_ALGO_SHM_PUSH: return best;
+    case LOOM_ALGO_SHM_PUSH: return cma;
     case LOOM_ALGO_SHM_PIPE: return pipes ? LOOM_SHM_PATH_PIPE : LOOM_SHM_PATH_COPY;
     default: break;
     }

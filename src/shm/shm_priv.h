@@ -14,7 +14,7 @@
 #define LOOM_SHM_MAGIC 0x4c4f4f4d53484d31ull /* "LOOMSHM1" */
 #define LOOM_SHM_LINE 64
 /* Staging bytes per rank and parity (two-copy path and small messages). */
-#define LOOM_SHM_SLOT (256u << 10)
+#define LOOM_SHM_SLOT (1024u << 10)
 /* Bytes per step when a rank reduces what it read from peers. */
 #define LOOM_SHM_CHUNK (128u << 10)
 /* Up to this many bytes per rank, allreduce goes through the slots (one
