@@ -429,15 +429,16 @@ static void set_port(void)
     setenv("LOOM_PORT_BASE", pb, 1);
 }
 
-/* A 2-server loopback table with per ranks on each server. */
-static const char *two_server_table(int per, char *path, size_t len)
+/* A loopback table of servers with per ranks on each. */
+static const char *server_table(int servers, int per, char *path, size_t len)
 {
-    snprintf(path, len, "/tmp/loom-test-shm-%d-%d.json", (int)getpid(), per);
+    snprintf(path, len, "/tmp/loom-test-shm-%d-%dx%d.json", (int)getpid(), servers, per);
     FILE *f = fopen(path, "w");
     if (!f)
         return NULL;
-    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"2\", \"server_list\": [");
-    for (int s = 0; s < 2; s++) {
+    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"%d\", \"server_list\": [",
+            servers);
+    for (int s = 0; s < servers; s++) {
         fprintf(f, "%s{\"server_id\": \"127.0.0.%d\", \"host_ip\": \"127.0.0.%d\", "
                 "\"device\": [", s ? ", " : "", s + 2, s + 2);
         for (int d = 0; d < per; d++)
@@ -473,7 +474,7 @@ static int run(const char *name, int n, harness_fn fn, struct cfg *c)
 int main(void)
 {
     const char *src = getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".";
-    char single[1024], eight[1024], two2[256], two3[256];
+    char single[1024], eight[1024], two2[256], two3[256], pair[256];
     snprintf(single, sizeof single, "%s/etc/ranktables/single-4.json", src);
     snprintf(eight, sizeof eight, "%s/etc/ranktables/single-8.json", src);
     setenv("LOOM_CHUNK_SIZE", "16K", 1);
@@ -481,7 +482,8 @@ int main(void)
     setenv("LOOM_TIMEOUT", "60", 0);
     unsetenv("LOOM_ALGO");
     unsetenv("LOOM_SHM");
-    if (!two_server_table(2, two2, sizeof two2) || !two_server_table(3, two3, sizeof two3)) {
+    if (!server_table(2, 2, two2, sizeof two2) || !server_table(2, 3, two3, sizeof two3) ||
+        !server_table(1, 2, pair, sizeof pair)) {
         perror("writing a rank table in /tmp");
         return 2;
     }
@@ -516,6 +518,11 @@ int main(void)
             failed |= run(name, 4, abort_rank, &c);
         }
     }
+    /* two ranks reduce through the slots, the rest goes by pipe */
+    c = (struct cfg){.table = pair, .expect = "shm", .path = "copy", .small = "ll"};
+    failed |= run("matrix 2 ranks", 2, matrix_rank, &c);
+    c.no_cma = 1;
+    failed |= run("matrix 2 ranks two-copy", 2, matrix_rank, &c);
     c = (struct cfg){.table = eight};
     failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
     c = (struct cfg){.table = eight, .algo = "shm_push", .path = "push"};
@@ -568,5 +575,6 @@ int main(void)
     harness_counter_free(passed);
     unlink(two2);
     unlink(two3);
+    unlink(pair);
     return failed;
 }
