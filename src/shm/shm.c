@@ -28,16 +28,11 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
     /* the hierarchical allreduce's step between servers needs whole
      * slices, which the pipelined chunks never hold */
     int pipes = s->ngroups == 1 || op->kind != LOOM_OP_ALLREDUCE;
-    int reduces = op->kind == LOOM_OP_ALLREDUCE || op->kind == LOOM_OP_REDUCE ||
-                  op->kind == LOOM_OP_REDUCE_SCATTER;
-    /* One server: through the segment, which measured faster than
-     * cross-memory attach in most cells on a loaded 2-core machine (no
-     * page pinning, no system call for the scheduler to preempt); two
-     * ranks reduce best both inputs each, one wait per slot (docs/shm.md,
+    /* One server: through the segment in pipelined chunks, which measured
+     * faster than cross-memory attach (no page pinning per call, no system
+     * call for the scheduler to preempt) and than the copy path (docs/shm.md,
      * "Measured"). Several servers: whole slices for the network step. */
-    enum loom_shm_path best = s->ngroups > 1            ? cma
-                              : s->n == 2 && reduces    ? LOOM_SHM_PATH_COPY
-                                                        : LOOM_SHM_PATH_PIPE;
+    enum loom_shm_path best = s->ngroups > 1 ? cma : LOOM_SHM_PATH_PIPE;
     int small = loom_shm_ll_bytes(s, op) <= LOOM_SHM_LL_MAX;
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_LL: return LOOM_SHM_PATH_LL;

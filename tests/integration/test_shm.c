@@ -518,8 +518,7 @@ int main(void)
             failed |= run(name, 4, abort_rank, &c);
         }
     }
-    /* two ranks reduce through the slots, the rest goes by pipe */
-    c = (struct cfg){.table = pair, .expect = "shm", .path = "copy", .small = "ll"};
+    c = (struct cfg){.table = pair, .expect = "shm", .path = "pipe", .small = "ll"};
     failed |= run("matrix 2 ranks", 2, matrix_rank, &c);
     c.no_cma = 1;
     failed |= run("matrix 2 ranks two-copy", 2, matrix_rank, &c);
