@@ -16,7 +16,7 @@ static const char *const algo_names[] = {
     [LOOM_ALGO_SHM] = "shm",           [LOOM_ALGO_HIER] = "hier",
     [LOOM_ALGO_SHM_COPY] = "shm_copy", [LOOM_ALGO_SHM_READ] = "shm_read",
     [LOOM_ALGO_SHM_PUSH] = "shm_push",
-    [LOOM_ALGO_SHM_LL] = "shm_ll",
+    [LOOM_ALGO_SHM_LL] = "shm_ll",     [LOOM_ALGO_SHM_PIPE] = "shm_pipe",
 };
 
 const char *loom_algo_name(enum loom_algo algo)

@@ -25,6 +25,7 @@ enum loom_algo {
     LOOM_ALGO_SHM_READ,   /* shm, forced to ranks reading their peers      */
     LOOM_ALGO_SHM_PUSH,   /* shm, forced to the evenly split read and write */
     LOOM_ALGO_SHM_LL,     /* shm, forced to the small-message lines        */
+    LOOM_ALGO_SHM_PIPE,   /* shm, forced to the pipelined segment chunks   */
     LOOM_ALGO_COUNT
 };
 
@@ -33,7 +34,7 @@ static inline int loom_algo_is_shm(int algo)
 {
     return algo == LOOM_ALGO_SHM || algo == LOOM_ALGO_SHM_COPY ||
            algo == LOOM_ALGO_SHM_READ || algo == LOOM_ALGO_SHM_PUSH ||
-           algo == LOOM_ALGO_SHM_LL;
+           algo == LOOM_ALGO_SHM_LL || algo == LOOM_ALGO_SHM_PIPE;
 }
 
 const char *loom_algo_name(enum loom_algo algo);

@@ -8,6 +8,7 @@ libloom_core_la_SOURCES += \
 	src/shm/cma.c \
 	src/shm/copy.c \
 	src/shm/push.c \
+	src/shm/pipe.c \
 	src/shm/ll.c
 
 check_PROGRAMS += tests/integration/test_shm

@@ -22,9 +22,17 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
     /* the kinds where ranks share the work only by writing into peers */
     int pushes = op->kind == LOOM_OP_ALLREDUCE || op->kind == LOOM_OP_BROADCAST ||
                  op->kind == LOOM_OP_REDUCE;
-    enum loom_shm_path best = s->push && pushes ? LOOM_SHM_PATH_PUSH
-                              : s->cma          ? LOOM_SHM_PATH_READ
-                                                : LOOM_SHM_PATH_COPY;
+    enum loom_shm_path cma = s->push && pushes ? LOOM_SHM_PATH_PUSH
+                             : s->cma          ? LOOM_SHM_PATH_READ
+                                               : LOOM_SHM_PATH_COPY;
+    /* the hierarchical allreduce's step between servers needs whole
+     * slices, which the pipelined chunks never hold */
+    int pipes = s->ngroups == 1 || op->kind != LOOM_OP_ALLREDUCE;
+    /* One server: through the segment in pipelined chunks, which measured
+     * faster than cross-memory attach (no page pinning per call, no system
+     * call for the scheduler to preempt) and than the copy path (docs/shm.md,
+     * "Measured"). Several servers: whole slices for the network step. */
+    enum loom_shm_path best = s->ngroups > 1 ? cma : LOOM_SHM_PATH_PIPE;
     int small = loom_shm_ll_bytes(s, op) <= LOOM_SHM_LL_MAX;
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_LL: return LOOM_SHM_PATH_LL;
@@ -37,7 +45,8 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
         return small ? LOOM_SHM_PATH_LL : LOOM_SHM_PATH_COPY;
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_READ: return s->cma ? LOOM_SHM_PATH_READ : LOOM_SHM_PATH_COPY;
-    case LOOM_ALGO_SHM_PUSH: return best;
+    case LOOM_ALGO_SHM_PUSH: return cma;
+    case LOOM_ALGO_SHM_PIPE: return pipes ? LOOM_SHM_PATH_PIPE : LOOM_SHM_PATH_COPY;
     default: break;
     }
     if (small)
@@ -48,7 +57,7 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
 
 const char *loom_shm_path_name(const struct loom_comm *comm, const struct loom_op *op)
 {
-    static const char *const names[] = {"copy", "read", "push", "ll"};
+    static const char *const names[] = {"copy", "read", "push", "ll", "pipe"};
     const struct loom_shm *s = comm->shm;
     return s ? names[loom_shm_path_of(comm, s, op)] : NULL;
 }
@@ -132,6 +141,18 @@ loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
     }
 }
 
+static loom_result_t run_pipe(struct loom_shm_ctx *x)
+{
+    switch (x->op->kind) {
+    case LOOM_OP_ALLREDUCE: return loom_shm_pipe_allreduce(x);
+    case LOOM_OP_ALLGATHER: return loom_shm_pipe_allgather(x);
+    case LOOM_OP_BROADCAST: return loom_shm_pipe_broadcast(x);
+    case LOOM_OP_REDUCE_SCATTER: return loom_shm_pipe_reduce_scatter(x);
+    case LOOM_OP_REDUCE: return loom_shm_pipe_reduce(x);
+    default: return loom_shm_barrier(x);
+    }
+}
+
 /* The engine for op among this server's ranks. */
 static loom_result_t run_engine(struct loom_comm *comm, struct loom_shm *s,
                                 struct loom_op *op)
@@ -140,6 +161,8 @@ static loom_result_t run_engine(struct loom_comm *comm, struct loom_shm *s,
     enum loom_shm_path path = loom_shm_path_of(comm, s, op);
     if (path == LOOM_SHM_PATH_LL)
         return loom_shm_ll_run(&x);
+    if (path == LOOM_SHM_PATH_PIPE)
+        return run_pipe(&x);
     int push = path == LOOM_SHM_PATH_PUSH, read = path == LOOM_SHM_PATH_READ;
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE:

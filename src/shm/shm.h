@@ -42,9 +42,10 @@ int loom_shm_server_of(const struct loom_comm *comm, int r, int *local_index);
 int loom_shm_usable(const struct loom_comm *comm, const struct loom_op *op);
 
 /* How the engine would move op's data on comm: "copy" (through the
- * segment), "read" (ranks read their peers' buffers), "push" (ranks read
- * and write their peers' buffers, the work split evenly); NULL without
- * shared memory. Also LOOM_ALGO's names with "shm_" in front. */
+ * segment), "pipe" (through the segment in chunks, pipelined), "ll"
+ * (small messages), "read" (ranks read their peers' buffers), "push"
+ * (ranks read and write their peers' buffers, the work split evenly); NULL
+ * without shared memory. Also LOOM_ALGO's names with "shm_" in front. */
 const char *loom_shm_path_name(const struct loom_comm *comm, const struct loom_op *op);
 
 /* Run op through shared memory when usable: *handled = 1 and the result;

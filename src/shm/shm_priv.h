@@ -14,12 +14,15 @@
 #define LOOM_SHM_MAGIC 0x4c4f4f4d53484d31ull /* "LOOMSHM1" */
 #define LOOM_SHM_LINE 64
 /* Staging bytes per rank and parity (two-copy path and small messages). */
-#define LOOM_SHM_SLOT (256u << 10)
+#define LOOM_SHM_SLOT (1024u << 10)
 /* Bytes per step when a rank reduces what it read from peers. */
 #define LOOM_SHM_CHUNK (128u << 10)
 /* Up to this many bytes per rank, allreduce goes through the slots (one
  * step, no system call) even when cross-memory attach works. */
 #define LOOM_SHM_SMALL (16u << 10)
+/* Buffers in a rank's ring of the pipelined path (pipe.c), which takes
+ * both its staging slots: 128 KiB each. */
+#define LOOM_SHM_PIPE_BUFS 4u
 /* Small messages (ll.c): a cache line carries 56 bytes of data and, stored
  * after them with release order, the 64-bit number of the piece they
  * belong to; the first line of a piece starts with the call's fingerprint
@@ -92,6 +95,7 @@ enum loom_shm_path {
     LOOM_SHM_PATH_READ, /* each rank reads what it needs from its peers      */
     LOOM_SHM_PATH_PUSH, /* work split evenly: ranks read and write peers     */
     LOOM_SHM_PATH_LL,   /* small messages: data and its number in one line  */
+    LOOM_SHM_PATH_PIPE, /* through the segment, chunks pipelined by stage    */
 };
 enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct loom_shm *s,
                                     const struct loom_op *op);
@@ -216,6 +220,14 @@ loom_result_t loom_shm_copy_broadcast(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_reduce_scatter(struct loom_shm_ctx *x);
 loom_result_t loom_shm_copy_reduce(struct loom_shm_ctx *x);
 loom_result_t loom_shm_barrier(struct loom_shm_ctx *x);
+
+/* pipe.c: large messages through the segment in chunks, each stage of a
+ * chunk flagged by one bump of the phase counter. */
+loom_result_t loom_shm_pipe_allreduce(struct loom_shm_ctx *x);
+loom_result_t loom_shm_pipe_reduce(struct loom_shm_ctx *x);
+loom_result_t loom_shm_pipe_broadcast(struct loom_shm_ctx *x);
+loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x);
+loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x);
 
 /* ll.c: small messages, data and its piece number in one line, no system
  * call and no sleep while peers keep up. */

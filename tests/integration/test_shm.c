@@ -3,7 +3,8 @@
  *   matrix: every collective x dtype x op x count x placement on the
  *           single-server table (4 ranks), on each path: push (reads and
  *           writes of peers), read (reads only), copy (two copies), ll
- *           (small-message lines, forced for every size), with counts
+ *           (small-message lines), pipe (chunks pipelined through the
+ *           segment, chosen with or without CMA, and forced), with counts
  *           around the engine's chunk and 1000003 elements; small calls
  *           take the ll path unless forced elsewhere;
  *   mismatch, abort: on each path, a different call on one rank fails
@@ -122,13 +123,18 @@ static int matrix_rank(int rank, int n, void *arg)
     /* the last two: an engine chunk per rank and one more element (set per
      * dtype below), and a large count */
     uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003, 0, 1000003};
+    /* the pipe path's chunk is one buffer of its ring */
+    int pipe = c->path && !strcmp(c->path, "pipe");
+    size_t pipe_chunk = 2 * LOOM_SHM_SLOT / LOOM_SHM_PIPE_BUFS;
     uint64_t seed = 1;
     for (int kind = 0; kind < 5 && fails < 10; kind++)
         for (int t = 0; t < LOOM_DTYPE_COUNT; t++)
             for (int oi = 0; oi < 5; oi++) {
                 if ((kind == 1 || kind == 2) && oi > 0)
                     continue;
-                counts[6] = (uint64_t)n * (LOOM_SHM_CHUNK / loom_dtype_size((loom_dtype_t)t)) + 1;
+                counts[6] = pipe ? pipe_chunk / loom_dtype_size((loom_dtype_t)t) + 1
+                                 : (uint64_t)n * (LOOM_SHM_CHUNK /
+                                                  loom_dtype_size((loom_dtype_t)t)) + 1;
                 for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
                     for (int inplace = 0; inplace < 2; inplace++) {
                         if (kind == 2 && inplace)
@@ -276,7 +282,8 @@ static int mismatch_rank(int rank, int n, void *arg)
     loom_comm_t comm;
     if (join(c, rank, &comm) != LOOM_SUCCESS)
         return 1;
-    uint64_t count = c->no_cma == 1 || (c->path && !strcmp(c->path, "ll")) ? 100 : 100003;
+    uint64_t count =
+        c->path && (!strcmp(c->path, "ll") || !strcmp(c->path, "copy")) ? 100 : 100003;
     uint64_t mine = rank == 0 ? count + 8 : count;
     float *x = calloc(count + 8, sizeof *x);
     if (!x)
@@ -381,12 +388,13 @@ static int crowd_rank(int rank, int n, void *arg)
     if (join(c, rank, &comm) != LOOM_SUCCESS)
         return 1;
     struct loom_op big = {.kind = LOOM_OP_ALLREDUCE, .count = 1 << 20, .dtype = LOOM_FLOAT32};
-    const char *path = loom_shm_path_name(comm, &big);
-    if (!path || strcmp(path, "push") != 0)
-        FAIL("a 4 MiB allreduce would go by %s, expected push", path ? path : "the network");
+    const char *path = loom_shm_path_name(comm, &big), *want = c->path ? c->path : "pipe";
+    if (!path || strcmp(path, want) != 0)
+        FAIL("a 4 MiB allreduce would go by %s, expected %s", path ? path : "the network",
+             want);
     big.count = 64;
     path = loom_shm_path_name(comm, &big);
-    if (!path || strcmp(path, "ll") != 0)
+    if (!c->algo && (!path || strcmp(path, "ll") != 0))
         FAIL("a 256-byte allreduce would go by %s, expected ll", path ? path : "the network");
     uint64_t counts[] = {2, 64, 16384, 300001};
     uint64_t seed = 7;
@@ -421,15 +429,16 @@ static void set_port(void)
     setenv("LOOM_PORT_BASE", pb, 1);
 }
 
-/* A 2-server loopback table with per ranks on each server. */
-static const char *two_server_table(int per, char *path, size_t len)
+/* A loopback table of servers with per ranks on each. */
+static const char *server_table(int servers, int per, char *path, size_t len)
 {
-    snprintf(path, len, "/tmp/loom-test-shm-%d-%d.json", (int)getpid(), per);
+    snprintf(path, len, "/tmp/loom-test-shm-%d-%dx%d.json", (int)getpid(), servers, per);
     FILE *f = fopen(path, "w");
     if (!f)
         return NULL;
-    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"2\", \"server_list\": [");
-    for (int s = 0; s < 2; s++) {
+    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"%d\", \"server_list\": [",
+            servers);
+    for (int s = 0; s < servers; s++) {
         fprintf(f, "%s{\"server_id\": \"127.0.0.%d\", \"host_ip\": \"127.0.0.%d\", "
                 "\"device\": [", s ? ", " : "", s + 2, s + 2);
         for (int d = 0; d < per; d++)
@@ -465,7 +474,7 @@ static int run(const char *name, int n, harness_fn fn, struct cfg *c)
 int main(void)
 {
     const char *src = getenv("LOOM_SRCDIR") ? getenv("LOOM_SRCDIR") : ".";
-    char single[1024], eight[1024], two2[256], two3[256];
+    char single[1024], eight[1024], two2[256], two3[256], pair[256];
     snprintf(single, sizeof single, "%s/etc/ranktables/single-4.json", src);
     snprintf(eight, sizeof eight, "%s/etc/ranktables/single-8.json", src);
     setenv("LOOM_CHUNK_SIZE", "16K", 1);
@@ -473,20 +482,25 @@ int main(void)
     setenv("LOOM_TIMEOUT", "60", 0);
     unsetenv("LOOM_ALGO");
     unsetenv("LOOM_SHM");
-    if (!two_server_table(2, two2, sizeof two2) || !two_server_table(3, two3, sizeof two3)) {
+    if (!server_table(2, 2, two2, sizeof two2) || !server_table(2, 3, two3, sizeof two3) ||
+        !server_table(1, 2, pair, sizeof pair)) {
         perror("writing a rank table in /tmp");
         return 2;
     }
     int failed = 0;
-    static const char *const paths[] = {"push", "copy", "read", "ll"};
-    static const char *const pnames[] = {"push (read and write)", "two-copy", "read-only",
-                                         "small-message lines"};
-    /* the two-copy and ll paths forced for every size, the others chosen */
-    static const char *const algos[] = {NULL, "shm_copy", NULL, "shm_ll"};
-    static const char *const smalls[] = {"ll", "copy", "ll", "ll"};
-    static const int no_cma[] = {0, 1, 2, 0};
+    enum { NPATHS = 6 };
+    static const char *const paths[NPATHS] = {"push", "copy", "read", "ll", "pipe", "pipe"};
+    static const char *const pnames[NPATHS] = {
+        "push (read and write)", "two-copy", "read-only", "small-message lines",
+        "pipelined two-copy", "pipelined, forced for every size"};
+    /* every path but the chosen one (pipe, CMA refused or not) forced for
+     * every size */
+    static const char *const algos[NPATHS] = {"shm_push", "shm_copy", "shm_read", "shm_ll",
+                                              NULL, "shm_pipe"};
+    static const char *const smalls[NPATHS] = {"push", "copy", "read", "ll", "ll", "pipe"};
+    static const int no_cma[NPATHS] = {0, 1, 2, 0, 1, 0};
     struct cfg c;
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < NPATHS; p++) {
         char name[96];
         c = (struct cfg){.table = single, .expect = "shm", .no_cma = no_cma[p],
                          .path = paths[p], .algo = algos[p], .small = smalls[p]};
@@ -504,8 +518,14 @@ int main(void)
             failed |= run(name, 4, abort_rank, &c);
         }
     }
+    c = (struct cfg){.table = pair, .expect = "shm", .path = "pipe", .small = "ll"};
+    failed |= run("matrix 2 ranks", 2, matrix_rank, &c);
+    c.no_cma = 1;
+    failed |= run("matrix 2 ranks two-copy", 2, matrix_rank, &c);
     c = (struct cfg){.table = eight};
     failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
+    c = (struct cfg){.table = eight, .algo = "shm_push", .path = "push"};
+    failed |= run("crowd: 8 ranks push", 8, crowd_rank, &c);
     c = (struct cfg){.table = two2, .expect = "hier", .path = "push"};
     failed |= run("hier 2x2", 4, matrix_rank, &c);
     c = (struct cfg){.table = two3, .expect = "hier", .path = "push"};
@@ -534,7 +554,7 @@ int main(void)
     failed |= run("late failure: a later call", 4, late_rank, &c);
     c.later = 0;
     failed |= run("late failure: this call", 4, late_rank, &c);
-    for (int p = 0; p < 4 && !skipped("kill"); p++) {
+    for (int p = 0; p < NPATHS && !skipped("kill"); p++) {
         c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed,
                          .no_cma = no_cma[p], .algo = algos[p]};
         atomic_store(passed, 0);
@@ -554,5 +574,6 @@ int main(void)
     harness_counter_free(passed);
     unlink(two2);
     unlink(two3);
+    unlink(pair);
     return failed;
 }
