@@ -50,7 +50,9 @@ WorkLoom::WorkLoom(ProcessGroupLoom* pg, c10d::OpType type, const char* title,
                    std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
                    std::function<void()> post)
     : c10d::Work(pg->getRank(), type, title, inputs), pg_(pg), outputs_(std::move(outputs)),
-      post_(std::move(post)) {}
+      post_(std::move(post)) {
+  pg->seq_++;
+}
 
 void WorkLoom::doneNow(loom_result_t res) {
   std::unique_lock<std::mutex> lock(mutex_);

@@ -114,6 +114,10 @@ class ProcessGroupLoom : public compat::Base {
   // names the ranks that did not arrive within the timeout), then lets
   // them go; waitAllRanks names all of them, else the first.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+  // The group's call count, the same on every rank (every rank makes the
+  // same calls); torch checks it when a subgroup is made, as gloo's.
+  void setSequenceNumberForGroup() override { seq_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
   // Every pending and later call fails at once (LOOM_ERROR_ABORTED).
   void abort();
   // Waits for pending calls (bounded by the timeout), then aborts.
@@ -193,6 +197,7 @@ class ProcessGroupLoom : public compat::Base {
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   uint64_t monitoredSeq_ = 0;
+  std::atomic<uint64_t> seq_{0};  // calls made (works created)
   std::atomic<bool> abandoned_{false};  // a wait timed out, or abort()
   loom_stream_t stream_ = nullptr;
   std::vector<std::pair<void*, loom_stream_t>> cudaStreams_;  // CUDA stream -> Loom's

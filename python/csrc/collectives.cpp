@@ -588,6 +588,15 @@ void ProcessGroupLoom::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
   }
   std::vector<int> missing;
   for (int r = 1; r < getSize(); r++) {
+    if (!waitAllRanks && std::chrono::steady_clock::now() - start >= timeout) {
+      // as gloo's: rank 0's own time ran out before it could look at r
+      std::ostringstream msg;
+      msg << "Rank 0 timed out in monitoredBarrier after " << timeout.count() << " ms";
+      if (r > 1)
+        msg << " (ranks 1 to " << r - 1 << " passed)";
+      msg << "; ranks " << r << " to " << getSize() - 1 << " not checked";
+      fail(msg.str());
+    }
     try {
       store_->wait({prefix + std::to_string(r)}, left());
     } catch (const std::exception&) {

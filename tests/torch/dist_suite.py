@@ -45,6 +45,12 @@ OUTSIDE_LOOM = {
     "test_monitored_barrier_gloo_subgroup": _MONITORED,
     "test_monitored_barrier_failure_order": _MONITORED,
     "test_monitored_barrier_wait_all_ranks": _MONITORED,
+    # torch 2.x wraps a registered backend in its own ProcessGroup, whose
+    # getBackendName() says "custom" for every third-party backend
+    # (ProcessGroup.hpp: backendTypeToString(BackendType::CUSTOM)); DDP's
+    # logging data records that, the test expects dist.get_backend()'s name
+    "test_ddp_logging_data_cpu": ("torch 2.x's ProcessGroup names every registered "
+                                  "backend 'custom' in DDP's logging data"),
 }
 
 # Loom's own open bugs, each with its cause: reported on every run, not
