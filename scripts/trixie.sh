@@ -27,9 +27,11 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 level=${1:-check}
 root=${LOOM_TRIXIE_ROOT:-/var/cache/loom/trixie-root}
+# libopenblas0-pthread: torch's BLAS, as scripts/deps.sh installs it on the host (perf/torch_bench.py)
 PKGS="python3-torch libtorch-dev pybind11-dev g++ make autoconf automake libtool pkg-config \
 libcjson-dev libssl-dev check libfabric-dev libibverbs-dev python3-numpy python3-pytest \
-python3-setuptools python3-dev python3-pip git ca-certificates iproute2 procps gnuplot-nox file"
+python3-setuptools python3-dev python3-pip git ca-certificates iproute2 procps gnuplot-nox file \
+libopenblas0-pthread"
 start=$(date +%s)
 say() { echo "== trixie.sh [$(( $(date +%s) - start )) s] $*"; }
 die() { echo "trixie.sh: $*" >&2; exit 1; }
