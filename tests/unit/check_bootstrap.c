@@ -675,15 +675,17 @@ static int quick_rank_main(int rank, int nranks, void *arg)
     if (loom_oob_open(1, 2, "127.0.0.1", 0, &oob, out->entry, out->err, sizeof out->err) < 0)
         return 3;
     uint8_t payload[LOOM_BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN];
-    struct loom_boot_hello h = {.rank = 1, .nranks = 2, .table_hash = 0x1234abcdull,
-                                .entry = out->entry, .entry_len = LOOM_OOB_ENTRY_LEN};
+    struct loom_boot_hello h = {.rank = 1,
+                                .nranks = 2,
+                                .table_hash = 0x1234abcdull,
+                                .entry = out->entry,
+                                .entry_len = LOOM_OOB_ENTRY_LEN};
     loom_boot_hello_encode(&h, payload);
     struct loom_auth_key nokey;
     loom_auth_key_set(&nokey, NULL, 0);
     static const uint8_t chal[LOOM_AUTH_CHAL_LEN];
     uint8_t hello[LOOM_HS_HEAD_LEN + sizeof payload + LOOM_HS_TRAILER_LEN];
-    if (loom_hs_hello_make(&loom_boot_hs, &nokey, chal, chal, payload, sizeof payload,
-                           hello) < 0)
+    if (loom_hs_hello_make(&loom_boot_hs, &nokey, chal, chal, payload, sizeof payload, hello) < 0)
         return 4;
     int fd = connect_root_with(sc->port, hello, sizeof hello);
     if (fd < 0)
@@ -697,8 +699,8 @@ static int quick_rank_main(int rank, int nranks, void *arg)
     ssize_t n = recv(fd, in, sizeof in, MSG_WAITALL);
     out->elapsed = mp_now() - t0;
     close(fd);
-    if (n != (ssize_t)sizeof in || loom_get_le32(in + 2 * LOOM_AUTH_MSG_LEN) !=
-                                       LOOM_BOOT_ANSWER_MAGIC)
+    if (n != (ssize_t)sizeof in ||
+        loom_get_le32(in + 2 * LOOM_AUTH_MSG_LEN) != LOOM_BOOT_ANSWER_MAGIC)
         return 6;
     out->comm_id = loom_get_le64(in + 2 * LOOM_AUTH_MSG_LEN + 8);
     loom_oob_set_entry(oob, 0, in + 2 * LOOM_AUTH_MSG_LEN + 24);
