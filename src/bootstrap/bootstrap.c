@@ -411,6 +411,7 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
         /* sockets the out-of-band service took for us */
         int fd;
         char from[LOOM_NET_ADDRSTR_MAX];
+        int settled = 0;
         while (loom_oob_take_fd(oob, LOOM_OOB_KIND_BOOT, &fd, from, sizeof from)) {
             if (nconn == maxconn) {
                 /* Full of silent connections: the oldest goes. */
@@ -426,7 +427,13 @@ static loom_result_t root_exchange(const struct loom_boot_params *p,
                 nconn++;
             else if (r == 1 && st.fatal < 0)
                 root_late(&st, &conns[nconn]);
+            settled |= r != 0;
         }
+        /* A rank taken or refused as it arrived may have been the last one
+         * or the one that fails the job: the loop's test decides, not a
+         * poll that nothing would wake before the next report. */
+        if (settled)
+            continue;
         pfds[0] = (struct pollfd){.fd = evfd, .events = POLLIN};
         pfds[1] = (struct pollfd){.fd = bw->abort, .events = POLLIN};
         for (int i = 0; i < nconn; i++)

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "loom.h"
 #include "auth.h"
@@ -632,10 +633,13 @@ START_TEST(test_key_refused)
 END_TEST
 
 /* A socket to rank 0's bootstrap: its port, then the preamble that hands
- * the socket to the bootstrap. */
-static int connect_root(int port)
+ * the socket to the bootstrap, and len bytes of more in the same send. */
+static int connect_root_with(int port, const void *more, size_t len)
 {
-    static const uint8_t pre[16] = {0x42, 0x4f, 0x53, 0x54, 1, 0};
+    uint8_t pre[16 + 256] = {0x42, 0x4f, 0x53, 0x54, 1, 0};
+    ck_assert_uint_le(len, sizeof pre - 16);
+    if (len)
+        memcpy(pre + 16, more, len);
     double until = mp_now() + 5;
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -643,7 +647,7 @@ static int connect_root(int port)
                                   .sin_port = htons((uint16_t)port),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         if (connect(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
-            send(fd, pre, sizeof pre, MSG_NOSIGNAL) == (ssize_t)sizeof pre)
+            send(fd, pre, 16 + len, MSG_NOSIGNAL) == (ssize_t)(16 + len))
             return fd;
         close(fd);
         if (mp_now() > until)
@@ -651,6 +655,77 @@ static int connect_root(int port)
         usleep(5000);
     }
 }
+
+static int connect_root(int port)
+{
+    return connect_root_with(port, NULL, 0);
+}
+
+/* Rank 1 sends its whole hello with the preamble, before rank 0's challenge
+ * (without a job key the hello does not depend on it), so rank 0 finds it
+ * complete as it adopts the socket and takes the last rank right there.
+ * Rank 1 then acks the table as a real rank does, so rank 0 finishes. */
+static int quick_rank_main(int rank, int nranks, void *arg)
+{
+    struct scenario *sc = arg;
+    if (rank == 0)
+        return rank_main(rank, nranks, arg);
+    struct result *out = &sc->out[1];
+    struct loom_oob *oob = NULL;
+    if (loom_oob_open(1, 2, "127.0.0.1", 0, &oob, out->entry, out->err, sizeof out->err) < 0)
+        return 3;
+    uint8_t payload[LOOM_BOOT_HELLO_LEN + LOOM_OOB_ENTRY_LEN];
+    struct loom_boot_hello h = {.rank = 1,
+                                .nranks = 2,
+                                .table_hash = 0x1234abcdull,
+                                .entry = out->entry,
+                                .entry_len = LOOM_OOB_ENTRY_LEN};
+    loom_boot_hello_encode(&h, payload);
+    struct loom_auth_key nokey;
+    loom_auth_key_set(&nokey, NULL, 0);
+    static const uint8_t chal[LOOM_AUTH_CHAL_LEN];
+    uint8_t hello[LOOM_HS_HEAD_LEN + sizeof payload + LOOM_HS_TRAILER_LEN];
+    if (loom_hs_hello_make(&loom_boot_hs, &nokey, chal, chal, payload, sizeof payload, hello) < 0)
+        return 4;
+    int fd = connect_root_with(sc->port, hello, sizeof hello);
+    if (fd < 0)
+        return 5;
+    /* challenge and proof, then the answer, which rank 0 sends once every
+     * rank joined: at once here, not at its first report (sc->report) */
+    uint8_t in[2 * LOOM_AUTH_MSG_LEN + LOOM_BOOT_ANSWER_LEN + 16 + LOOM_OOB_ENTRY_LEN];
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    double t0 = mp_now();
+    ssize_t n = recv(fd, in, sizeof in, MSG_WAITALL);
+    out->elapsed = mp_now() - t0;
+    close(fd);
+    if (n != (ssize_t)sizeof in ||
+        loom_get_le32(in + 2 * LOOM_AUTH_MSG_LEN) != LOOM_BOOT_ANSWER_MAGIC)
+        return 6;
+    out->comm_id = loom_get_le64(in + 2 * LOOM_AUTH_MSG_LEN + 8);
+    loom_oob_set_entry(oob, 0, in + 2 * LOOM_AUTH_MSG_LEN + 24);
+    loom_oob_start(oob, out->comm_id);
+    out->res = loom_oob_send(oob, 0, LOOM_OOB_TAG_TABLE_ACK, "", 0);
+    loom_oob_close(oob);
+    return 0;
+}
+
+START_TEST(test_last_rank_taken_on_arrival)
+{
+    unsetenv("LOOM_JOB_KEY");
+    unsetenv("LOOM_JOB_KEY_FILE");
+    struct scenario *sc = scenario_new(60.0);
+    sc->report = 30.0;
+    ck_assert_uint_eq(mp_run(2, quick_rank_main, sc, 25.0, 0), 0);
+    ck_assert_msg(sc->out[0].res == LOOM_SUCCESS, "%s", sc->out[0].err);
+    ck_assert_int_eq(sc->out[1].res, LOOM_SUCCESS);
+    ck_assert_uint_eq(sc->out[1].comm_id, sc->out[0].comm_id);
+    /* milliseconds when right; the first report (30 s) when rank 0 waited
+     * with nothing pending */
+    ck_assert_double_lt(sc->out[1].elapsed, 10.0);
+    scenario_free(sc);
+}
+END_TEST
 
 /* Ranks 0 and 1 are the job (rank 1 arrives last). Rank 2 claims to be rank
  * 1 with a wrong key; rank 3 sends random bytes, a truncated hello, a hello
@@ -963,6 +1038,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_loop_test(tc, test_key_refused, 0, 3);
     tcase_add_test(tc, test_key_strangers_dropped);
     tcase_add_test(tc, test_key_file_missing);
+    tcase_add_test(tc, test_last_rank_taken_on_arrival);
     tcase_add_loop_test(tc, test_agree, 0, 4);
     suite_add_tcase(s, tc);
     TCase *wire = tcase_create("oob_wire");
