@@ -234,14 +234,14 @@ static void history_commit(struct history *h, struct net *n, int step)
 
 /* Revoke, shrink to the live ranks, agree on the step to go back to and
  * restore it; *step, *rank and *nranks become the new ones. */
-static loom_result_t survive(struct ddp *p, struct net *n, struct history *h, int *step,
-                             int *rank, int *nranks, int first)
+static loom_result_t survive(struct ddp *p, struct net *n, struct history *h, int *step, int *rank,
+                             int *nranks, int first)
 {
     loom_comm_t next = NULL;
     loom_stream_synchronize(p->stream); /* the failed calls, and their error */
     loom_comm_revoke(p->comm);          /* the others stop at once, too */
     loom_result_t res = loom_comm_shrink(p->comm, LOOM_SHRINK_ABORT, &next);
-    loom_comm_destroy(p->comm);         /* never waits for the dead */
+    loom_comm_destroy(p->comm); /* never waits for the dead */
     p->comm = next;
     if (res != LOOM_SUCCESS) {
         fprintf(stderr, "rank %d: shrink: %s: %s\n", first, loom_result_string(res),
@@ -251,8 +251,8 @@ static loom_result_t survive(struct ddp *p, struct net *n, struct history *h, in
     int64_t last = *step;
     if ((res = loom_allreduce(&last, &last, 1, LOOM_INT64, LOOM_MIN, next, NULL)) ||
         (res = loom_comm_rank(next, rank)) || (res = loom_comm_size(next, nranks))) {
-        fprintf(stderr, "rank %d: after the shrink: %s: %s\n", first,
-                loom_result_string(res), loom_get_error_string(next));
+        fprintf(stderr, "rank %d: after the shrink: %s: %s\n", first, loom_result_string(res),
+                loom_get_error_string(next));
         return res;
     }
     if (h->step[last % 2] != last) {
@@ -262,8 +262,8 @@ static loom_result_t survive(struct ddp *p, struct net *n, struct history *h, in
     }
     params_copy(n, h->params[last % 2], 0);
     *step = (int)last;
-    printf("rank %d (first %d): going on with %d ranks from step %d\n", *rank, first,
-           *nranks, *step);
+    printf("rank %d (first %d): going on with %d ranks from step %d\n", *rank, first, *nranks,
+           *step);
     fflush(stdout);
     return LOOM_SUCCESS;
 }
@@ -297,8 +297,8 @@ static int check(loom_result_t res, loom_comm_t comm, const char *what, int rank
 
 /* One step on rows [0, share) of mx, my: the buckets averaged as backward
  * makes them, then the update. On failure nothing is updated. */
-static loom_result_t train_step(struct ddp *p, struct net *net, const float *mx,
-                                const float *my, int share)
+static loom_result_t train_step(struct ddp *p, struct net *net, const float *mx, const float *my,
+                                int share)
 {
     forward(net, mx, share);
     /* each rank's loss is the mean over its share: averaging the gradients
@@ -332,8 +332,8 @@ static int rank_main(int rank, int nranks, int port, int steps)
     struct net net, ref;
     net_init(&net);
     net_init(&ref);
-    struct history hist = {{-1, -1}, {malloc(sizeof(float) * nparams()),
-                                      malloc(sizeof(float) * nparams())}};
+    struct history hist = {{-1, -1},
+                           {malloc(sizeof(float) * nparams()), malloc(sizeof(float) * nparams())}};
     if (!hist.params[0] || !hist.params[1])
         return 1;
     history_commit(&hist, &net, 0);
@@ -345,8 +345,8 @@ static int rank_main(int rank, int nranks, int port, int steps)
             pause();
         }
         int share = BATCH / nranks;
-        loom_result_t res = train_step(&p, &net, x + rank * share * D_IN,
-                                       y + rank * share * D_OUT, share);
+        loom_result_t res = train_step(&p, &net, x + rank * share * D_IN, y + rank * share * D_OUT,
+                                       share);
         if (res == LOOM_SUCCESS) {
             history_commit(&hist, &net, ++step);
             continue;
@@ -394,8 +394,9 @@ static int rank_main(int rank, int nranks, int port, int steps)
     int ok = !differ && maxdiff <= 1e-5f;
     if (rank == 0 || !ok)
         printf("rank %d (first %d): %d ranks, %d steps: parameters identical across ranks: "
-               "%s, max |ddp - single process| %.2e: %s\n", rank, first, nranks, steps,
-               differ ? "no" : "yes", (double)maxdiff, ok ? "ok" : "FAILED");
+               "%s, max |ddp - single process| %.2e: %s\n",
+               rank, first, nranks, steps, differ ? "no" : "yes", (double)maxdiff,
+               ok ? "ok" : "FAILED");
     free(hist.params[0]);
     free(hist.params[1]);
     net_free(&net);
@@ -433,16 +434,20 @@ int main(int argc, char **argv)
         case 't': timeout = atoi(optarg); break;
         case 'k': kill_rank = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-n ranks] [-s steps] [-t timeout_s] "
-                    "[-k rank_to_kill]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [-n ranks] [-s steps] [-t timeout_s] "
+                    "[-k rank_to_kill]\n",
+                    argv[0]);
             return 2;
         }
     }
     int pipefd[2] = {-1, -1};
     if (kill_rank >= 0) {
         if (kill_rank >= nranks || nranks < 2 || steps < 2 || BATCH % (nranks - 1)) {
-            fprintf(stderr, "%s: -k needs a rank below -n, -s 2 or more, and the batch of "
-                    "%d to split among -n minus one ranks\n", argv[0], BATCH);
+            fprintf(stderr,
+                    "%s: -k needs a rank below -n, -s 2 or more, and the batch of "
+                    "%d to split among -n minus one ranks\n",
+                    argv[0], BATCH);
             return 2;
         }
         if (pipe(pipefd) != 0 || fcntl(pipefd[0], F_SETFL, O_NONBLOCK) != 0) {
@@ -481,11 +486,10 @@ int main(int argc, char **argv)
     while (left > 0) {
         int st;
         char c;
-        if (kill_rank >= 0 && !killed && pids[kill_rank] > 0 &&
-            read(pipefd[0], &c, 1) == 1) {
+        if (kill_rank >= 0 && !killed && pids[kill_rank] > 0 && read(pipefd[0], &c, 1) == 1) {
             kill(pids[kill_rank], SIGKILL); /* by PID; it waits for this */
-            printf("parent: killed rank %d (pid %d) at step %d\n", kill_rank,
-                   (int)pids[kill_rank], kill_step);
+            printf("parent: killed rank %d (pid %d) at step %d\n", kill_rank, (int)pids[kill_rank],
+                   kill_step);
             fflush(stdout);
             killed = 1;
         }

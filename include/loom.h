@@ -518,12 +518,11 @@ LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
  * then. */
 #define LOOM_ANY_SOURCE (-1)
 #define LOOM_ANY_TAG (-1)
-LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count,
-                                        loom_dtype_t dtype, int peer, int tag,
-                                        loom_comm_t comm, loom_stream_t stream);
-LOOM_API loom_result_t loom_recv_tagged(void *buf, uint64_t count, loom_dtype_t dtype,
-                                        int peer, int tag, int *source,
-                                        loom_comm_t comm, loom_stream_t stream);
+LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count, loom_dtype_t dtype,
+                                        int peer, int tag, loom_comm_t comm, loom_stream_t stream);
+LOOM_API loom_result_t loom_recv_tagged(void *buf, uint64_t count, loom_dtype_t dtype, int peer,
+                                        int tag, int *source, loom_comm_t comm,
+                                        loom_stream_t stream);
 
 /* Every rank sends block j of count elements of sendbuf to rank j and
  * receives rank j's block into block j of recvbuf (equal blocks). */

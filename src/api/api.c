@@ -94,13 +94,12 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
                        name, op->root, comm->nranks - 1);
         if (loom_op_kind_is_p2p(op->kind) && (op->peer < 0 || op->peer >= comm->nranks) &&
             !(op->tagged && op->kind == LOOM_OP_RECV && op->peer == LOOM_ANY_SOURCE))
-            return bad(comm, "%s: peer %d is not a rank of this communicator (0..%d%s)",
-                       name, op->peer, comm->nranks - 1,
+            return bad(comm, "%s: peer %d is not a rank of this communicator (0..%d%s)", name,
+                       op->peer, comm->nranks - 1,
                        op->tagged && op->kind == LOOM_OP_RECV ? ", or LOOM_ANY_SOURCE" : "");
-        if (op->tagged && op->utag < 0 &&
-            !(op->kind == LOOM_OP_RECV && op->utag == LOOM_ANY_TAG))
-            return bad(comm, "%s: tag %d is negative (a receive may pass LOOM_ANY_TAG)",
-                       name, op->utag);
+        if (op->tagged && op->utag < 0 && !(op->kind == LOOM_OP_RECV && op->utag == LOOM_ANY_TAG))
+            return bad(comm, "%s: tag %d is negative (a receive may pass LOOM_ANY_TAG)", name,
+                       op->utag);
         if (op->count > 0) {
             int need_send, need_recv;
             needs(comm, op, &need_send, &need_recv);
@@ -217,25 +216,35 @@ LOOM_API loom_result_t loom_recv(void *buf, uint64_t count, loom_dtype_t dtype,
     return submit(&d, LOOM_SUM, comm, stream);
 }
 
-LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count,
-                                        loom_dtype_t dtype, int peer, int tag,
-                                        loom_comm_t comm, loom_stream_t stream)
+LOOM_API loom_result_t loom_send_tagged(const void *buf, uint64_t count, loom_dtype_t dtype,
+                                        int peer, int tag, loom_comm_t comm, loom_stream_t stream)
 {
     CHECK_COMM(comm);
-    struct loom_op d = {.kind = LOOM_OP_SEND, .sendbuf = buf, .count = count,
-                        .dtype = dtype, .root = comm->rank, .peer = peer, .tagged = 1,
+    struct loom_op d = {.kind = LOOM_OP_SEND,
+                        .sendbuf = buf,
+                        .count = count,
+                        .dtype = dtype,
+                        .root = comm->rank,
+                        .peer = peer,
+                        .tagged = 1,
                         .utag = tag};
     return submit(&d, LOOM_SUM, comm, stream);
 }
 
-LOOM_API loom_result_t loom_recv_tagged(void *buf, uint64_t count, loom_dtype_t dtype,
-                                        int peer, int tag, int *source,
-                                        loom_comm_t comm, loom_stream_t stream)
+LOOM_API loom_result_t loom_recv_tagged(void *buf, uint64_t count, loom_dtype_t dtype, int peer,
+                                        int tag, int *source, loom_comm_t comm,
+                                        loom_stream_t stream)
 {
     CHECK_COMM(comm);
-    struct loom_op d = {.kind = LOOM_OP_RECV, .recvbuf = buf, .count = count,
-                        .dtype = dtype, .root = peer, .peer = peer, .tagged = 1,
-                        .utag = tag, .source = source};
+    struct loom_op d = {.kind = LOOM_OP_RECV,
+                        .recvbuf = buf,
+                        .count = count,
+                        .dtype = dtype,
+                        .root = peer,
+                        .peer = peer,
+                        .tagged = 1,
+                        .utag = tag,
+                        .source = source};
     return submit(&d, LOOM_SUM, comm, stream);
 }
 

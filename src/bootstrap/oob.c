@@ -233,7 +233,6 @@ const char *loom_oob_error(struct loom_oob *v)
     return v->err;
 }
 
-
 /* ---- sockets for transports --------------------------------------------------- */
 
 loom_result_t loom_oob_connect_fd(struct loom_oob *v, int peer, int *fd, char *err,

@@ -47,7 +47,7 @@ struct loom_auth_key;
 #define LOOM_OOB_TAG_REVOKE 0x0020u  /* a communicator is revoked (shrink.c) */
 #define LOOM_OOB_TAG_AGREE 0x0021u   /* agreement: a proposal (agree.c)     */
 #define LOOM_OOB_TAG_AGREE_DONE 0x0022u /* agreement: a decision, published */
-#define LOOM_OOB_TAG_P2P 0x0030u     /* tagged point-to-point messages     */
+#define LOOM_OOB_TAG_P2P 0x0030u        /* tagged point-to-point messages     */
 
 /* Socket kinds a preamble can name (see loom_oob_connect_fd). */
 #define LOOM_OOB_KIND_TCP 0x50435454u  /* "TTCP": a tcp transport data socket */

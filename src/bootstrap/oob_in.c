@@ -17,8 +17,7 @@
 
 /* The handshake's payload check: the hello is for this rank of this job
  * (held while the job id is not known). */
-static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why,
-                       size_t whylen)
+static int hello_check(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen)
 {
     struct oob_conn *c = arg;
     struct oob_job *j = c->job;
@@ -131,16 +130,16 @@ static int in_route(struct oob_job *j, struct oob_conn *c)
     struct loom_oob_pre p;
     char why[200];
     if (loom_oob_pre_decode(c->pre, &p, why, sizeof why) < 0) {
-        LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a connection from %s: %s", j->rank,
-                  c->from, why);
+        LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a connection from %s: %s", j->rank, c->from,
+                  why);
         loom_oob_in_free(j, c, 1);
         return -1;
     }
     if (p.kind == LOOM_OOB_MAGIC) {
         if (loom_hs_accept(&c->hs, &loom_oob_hs, &j->key, c->fd, c->from, c,
                            c->deadline - loom_now()) < 0) {
-            LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a connection from %s: %s",
-                      j->rank, c->from, c->hs.err);
+            LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a connection from %s: %s", j->rank,
+                      c->from, c->hs.err);
             loom_oob_in_free(j, c, 1);
             return -1;
         }
@@ -175,8 +174,7 @@ static int in_handshake(struct oob_job *j, struct oob_conn *c)
         if (rc == LOOM_ERROR_REMOTE && c->hs.received == 0)
             LOOM_INFO(LOOM_SUB_BOOT, "oob: rank %d: %s", j->rank, c->hs.err);
         else
-            LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a connection: %s", j->rank,
-                      c->hs.err);
+            LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a connection: %s", j->rank, c->hs.err);
         loom_oob_in_free(j, c, 1);
         return -1;
     }
@@ -211,8 +209,8 @@ int loom_oob_in_read(struct oob_job *j, struct oob_conn *c)
             return 0;
         if (want && n <= 0) {
             if (c->state != IN_MSGS || c->got || c->rx)
-                LOOM_INFO(LOOM_SUB_BOOT, "oob: rank %d: connection from %s ended: %s",
-                          j->rank, c->from, n == 0 ? "end of stream" : strerror(errno));
+                LOOM_INFO(LOOM_SUB_BOOT, "oob: rank %d: connection from %s ended: %s", j->rank,
+                          c->from, n == 0 ? "end of stream" : strerror(errno));
             loom_oob_in_free(j, c, 1);
             return -1;
         }
@@ -230,8 +228,8 @@ int loom_oob_in_read(struct oob_job *j, struct oob_conn *c)
             struct loom_oob_hdr h;
             char why[200];
             if (loom_oob_hdr_decode(c->hdr, &h, why, sizeof why) < 0) {
-                LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d: rank %d sent a %s: dropped",
-                          j->rank, c->peer, why);
+                LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d: rank %d sent a %s: dropped", j->rank,
+                          c->peer, why);
                 loom_oob_in_free(j, c, 1);
                 return -1;
             }
@@ -274,8 +272,10 @@ void loom_oob_in_expire(struct oob_job *j, double now)
                 in_handshake(j, c); /* fails naming what it waited for */
             continue;
         }
-        LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d dropped a silent connection from %s (no "
-                  "preamble within %g s)", j->rank, c->from, OOB_IN_DEADLINE);
+        LOOM_WARN(LOOM_SUB_BOOT,
+                  "oob: rank %d dropped a silent connection from %s (no "
+                  "preamble within %g s)",
+                  j->rank, c->from, OOB_IN_DEADLINE);
         loom_oob_in_free(j, c, 1);
     }
 }
@@ -296,8 +296,10 @@ void loom_oob_accept_new(struct oob_job *j)
             struct oob_conn *old = j->ins;
             while (old->next)
                 old = old->next;
-            LOOM_WARN(LOOM_SUB_BOOT, "oob: rank %d: too many silent connections; "
-                      "dropped one from %s", j->rank, old->from);
+            LOOM_WARN(LOOM_SUB_BOOT,
+                      "oob: rank %d: too many silent connections; "
+                      "dropped one from %s",
+                      j->rank, old->from);
             loom_oob_in_free(j, old, 1);
         }
         struct oob_conn *c = calloc(1, sizeof *c);
@@ -316,4 +318,3 @@ void loom_oob_accept_new(struct oob_job *j)
         j->nins++;
     }
 }
-

@@ -54,8 +54,7 @@ struct oob_msg *loom_oob_msg_new(uint64_t ns, int from, uint32_t tag, uint8_t ki
     return m;
 }
 
-void loom_oob_entry_addr(const struct oob_job *j, int r, struct sockaddr_storage *ss,
-                         socklen_t *sl)
+void loom_oob_entry_addr(const struct oob_job *j, int r, struct sockaddr_storage *ss, socklen_t *sl)
 {
     if (loom_net_from_wire(j->table + (size_t)r * LOOM_OOB_ENTRY_LEN, ss, sl) != 0)
         *sl = 0;
@@ -130,8 +129,7 @@ static void raise_nofile(void)
     }
 }
 
-static loom_result_t job_new(int rank, int nranks, struct oob_job **out, char *err,
-                             size_t errlen)
+static loom_result_t job_new(int rank, int nranks, struct oob_job **out, char *err, size_t errlen)
 {
     raise_nofile();
     struct oob_job *j = calloc(1, sizeof *j);
@@ -167,8 +165,8 @@ static loom_result_t job_new(int rank, int nranks, struct oob_job **out, char *e
 }
 
 /* With j->lfd listening: this rank's entry, the thread, the root view. */
-static loom_result_t job_begin(struct oob_job *j, struct loom_oob **out, uint8_t *entry,
-                               char *err, size_t errlen)
+static loom_result_t job_begin(struct oob_job *j, struct loom_oob **out, uint8_t *entry, char *err,
+                               size_t errlen)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -205,8 +203,7 @@ static loom_result_t job_begin(struct oob_job *j, struct loom_oob **out, uint8_t
 }
 
 loom_result_t loom_oob_open(int rank, int nranks, const char *local_addr, int port,
-                            struct loom_oob **out, uint8_t *entry, char *err,
-                            size_t errlen)
+                            struct loom_oob **out, uint8_t *entry, char *err, size_t errlen)
 {
     *out = NULL;
     struct oob_job *j = NULL;
@@ -247,8 +244,8 @@ fail:
     return res;
 }
 
-loom_result_t loom_oob_open_fd(int rank, int nranks, int lfd, struct loom_oob **out,
-                               uint8_t *entry, char *err, size_t errlen)
+loom_result_t loom_oob_open_fd(int rank, int nranks, int lfd, struct loom_oob **out, uint8_t *entry,
+                               char *err, size_t errlen)
 {
     *out = NULL;
     struct oob_job *j = NULL;
@@ -317,8 +314,8 @@ uint32_t loom_oob_flags(const struct loom_oob *v, int r)
                          LOOM_OOB_ENTRY_FLAGS);
 }
 
-loom_result_t loom_oob_view(struct loom_oob *parent, const int *ranks, int n, int me,
-                            uint64_t ns, struct loom_oob **out)
+loom_result_t loom_oob_view(struct loom_oob *parent, const int *ranks, int n, int me, uint64_t ns,
+                            struct loom_oob **out)
 {
     struct oob_job *j = parent->job;
     struct loom_oob *v = calloc(1, sizeof *v);

@@ -68,10 +68,9 @@ static void out_reset(struct oob_conn *c, int err, double now)
 }
 
 /* Record that job rank peer cannot be reached (lock held). */
-static void set_peer_error(struct oob_job *j, int peer, loom_result_t res, const char *fmt,
-                           ...) __attribute__((format(printf, 4, 5)));
-static void set_peer_error(struct oob_job *j, int peer, loom_result_t res, const char *fmt,
-                           ...)
+static void set_peer_error(struct oob_job *j, int peer, loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_peer_error(struct oob_job *j, int peer, loom_result_t res, const char *fmt, ...)
 {
     if (j->peer_err[peer] < 0)
         return;
@@ -108,12 +107,12 @@ static void out_give_up(struct oob_job *j, struct oob_conn *c, int refused)
     if (refused)
         set_peer_error(j, c->peer, LOOM_ERROR_REMOTE,
                        "rank %d is gone: its port %s refused a connection (the process "
-                       "exited or crashed)", c->peer, a);
+                       "exited or crashed)",
+                       c->peer, a);
     else
         set_peer_error(j, c->peer, LOOM_ERROR_TIMEOUT,
                        "rank %d could not be reached at %s within %g s: %s", c->peer, a,
-                       j->connect_timeout,
-                       c->last_errno ? strerror(c->last_errno) : "no answer");
+                       j->connect_timeout, c->last_errno ? strerror(c->last_errno) : "no answer");
     out_drop_queue(c);
     if (c->fd >= 0)
         close(c->fd);
@@ -138,8 +137,7 @@ static void out_start(struct oob_job *j, struct oob_conn *c, double now)
     }
     loom_net_set_nodelay(c->fd);
     c->sent = c->got = 0;
-    if (connect(c->fd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS ||
-        errno == EINTR)
+    if (connect(c->fd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS || errno == EINTR)
         c->state = OUT_CONNECTING;
     else
         out_reset(c, errno, now);
@@ -193,8 +191,10 @@ static int out_begin(struct oob_job *j, struct oob_conn *c, double now)
         return -1;
     }
     j->sent += sizeof pre;
-    struct loom_oob_hello h = {.job_id = j->job_id, .from = (uint32_t)j->rank,
-                               .to = (uint32_t)c->peer, .nranks = (uint32_t)j->nranks};
+    struct loom_oob_hello h = {.job_id = j->job_id,
+                               .from = (uint32_t)j->rank,
+                               .to = (uint32_t)c->peer,
+                               .nranks = (uint32_t)j->nranks};
     uint8_t hello[LOOM_OOB_HELLO_LEN];
     loom_oob_hello_encode(&h, hello);
     struct sockaddr_storage ss;
@@ -265,14 +265,12 @@ void loom_oob_out_io(struct oob_job *j, struct oob_conn *c, short revents, doubl
 short loom_oob_out_events(const struct oob_conn *c, double *wake_at)
 {
     switch (c->state) {
-    case OUT_IDLE:
-        return 0;
+    case OUT_IDLE: return 0;
     case OUT_WAIT:
         if (c->next_try < *wake_at)
             *wake_at = c->next_try;
         return 0;
-    case OUT_CONNECTING:
-        return POLLOUT;
+    case OUT_CONNECTING: return POLLOUT;
     case OUT_HS:
         if (c->hs.deadline < *wake_at)
             *wake_at = c->hs.deadline;

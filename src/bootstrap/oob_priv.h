@@ -22,8 +22,8 @@
 #include "net/handshake.h"
 #include "net/net.h"
 
-#define OOB_IDLE_CLOSE 1.0           /* seconds an idle outgoing socket stays */
-#define OOB_IN_DEADLINE 10.0         /* seconds a new socket has to say who it is */
+#define OOB_IDLE_CLOSE 1.0   /* seconds an idle outgoing socket stays */
+#define OOB_IN_DEADLINE 10.0 /* seconds a new socket has to say who it is */
 #define OOB_INS_MAX 256
 #define OOB_BACKOFF_MIN 0.01
 #define OOB_BACKOFF_MAX 0.5
@@ -31,7 +31,7 @@
 struct oob_msg {
     struct oob_msg *next;
     uint64_t ns;
-    int from;                        /* job rank                            */
+    int from; /* job rank                            */
     uint32_t tag;
     uint8_t kind;
     size_t len;
@@ -48,7 +48,7 @@ struct oob_pub {
     void *ctx;
 };
 
-struct oob_get {                     /* a lookup waiting for its blob       */
+struct oob_get { /* a lookup waiting for its blob       */
     struct oob_get *next;
     uint64_t ns;
     uint32_t tag;
@@ -64,41 +64,38 @@ struct oob_fd {
 };
 
 /* A socket's states: incoming ones first (loom_oob_in_*), then outgoing. */
-enum {
-    IN_PREAMBLE, IN_HS, IN_MSGS,
-    OUT_IDLE, OUT_WAIT, OUT_CONNECTING, OUT_HS, OUT_READY
-};
+enum { IN_PREAMBLE, IN_HS, IN_MSGS, OUT_IDLE, OUT_WAIT, OUT_CONNECTING, OUT_HS, OUT_READY };
 
 struct oob_conn {
-    struct oob_conn *next;           /* ins list                             */
+    struct oob_conn *next; /* ins list                             */
     int fd;
     int state;
-    int peer;                        /* job rank; -1 until a hello says     */
-    double deadline;                 /* ins: to finish the handshake        */
+    int peer;        /* job rank; -1 until a hello says     */
+    double deadline; /* ins: to finish the handshake        */
     double next_try, backoff, first_try, last_active;
     int last_errno;
     size_t got, sent;
     struct oob_job *job;
-    struct loom_hs hs;               /* IN_HS, OUT_HS                        */
+    struct loom_hs hs; /* IN_HS, OUT_HS                        */
     uint8_t pre[LOOM_OOB_PREAMBLE_LEN];
     uint8_t hdr[LOOM_OOB_HDR_LEN];
-    struct oob_msg *rx;              /* ins: the message being read          */
-    struct oob_msg *q, *qtail;       /* outs: messages to send               */
+    struct oob_msg *rx;        /* ins: the message being read          */
+    struct oob_msg *q, *qtail; /* outs: messages to send               */
     char from[LOOM_NET_ADDRSTR_MAX];
 };
 
 struct oob_job;
 
-struct loom_oob {                    /* a view                               */
+struct loom_oob { /* a view                               */
     struct oob_job *job;
     struct loom_oob *next;
     uint64_t ns;
     int rank, nranks;
-    int *map;                        /* view rank -> job rank (NULL: same)   */
-    int *rmap;                       /* job rank -> view rank or -1          */
+    int *map;  /* view rank -> job rank (NULL: same)   */
+    int *rmap; /* job rank -> view rank or -1          */
     void (*notify)(void *ctx);
     void *notify_ctx;
-    uint32_t recv_tag;               /* messages of this tag go to recv_fn  */
+    uint32_t recv_tag; /* messages of this tag go to recv_fn  */
     void (*recv_fn)(void *ctx, int from, const void *buf, size_t len);
     void *recv_ctx;
     char err[512];
@@ -109,8 +106,8 @@ struct oob_job {
     pthread_cond_t cv;
     int rank, nranks;
     uint64_t job_id;
-    uint8_t *table;                  /* nranks entries                       */
-    uint8_t *have;                   /* entry r is known                     */
+    uint8_t *table; /* nranks entries                       */
+    uint8_t *have;  /* entry r is known                     */
     int complete;
     int lfd, kick;
     pthread_t thread;
@@ -121,14 +118,14 @@ struct oob_job {
     struct oob_pub *pubs;
     struct oob_get *gets;
     struct oob_fd *fds, *fds_tail;
-    struct oob_conn **outs;          /* per job rank, allocated on use       */
+    struct oob_conn **outs; /* per job rank, allocated on use       */
     struct oob_conn *ins;
     int nins;
     struct loom_auth_key key;
     double connect_timeout;
     loom_result_t err_res;
     char err[512];
-    loom_result_t *peer_err;         /* per job rank: it cannot be reached   */
+    loom_result_t *peer_err; /* per job rank: it cannot be reached   */
     char **peer_msg;
     uint64_t sent, recvd;
 };

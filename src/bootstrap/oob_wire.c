@@ -37,8 +37,8 @@ loom_result_t loom_oob_pre_decode(const uint8_t *in, struct loom_oob_pre *p, cha
         return LOOM_ERROR_PROTOCOL;
     }
     if (p->version != LOOM_OOB_VERSION) {
-        snprintf(why, whylen, "a Loom socket of OOB version %u, this rank speaks %u",
-                 p->version, LOOM_OOB_VERSION);
+        snprintf(why, whylen, "a Loom socket of OOB version %u, this rank speaks %u", p->version,
+                 LOOM_OOB_VERSION);
         return LOOM_ERROR_PROTOCOL;
     }
     return LOOM_SUCCESS;
@@ -71,12 +71,12 @@ loom_result_t loom_oob_hello_decode(const uint8_t *in, size_t len, struct loom_o
     return LOOM_SUCCESS;
 }
 
-int loom_oob_hello_match(const struct loom_oob_hello *h, int rank, int nranks,
-                         uint64_t job_id, char *why, size_t whylen)
+int loom_oob_hello_match(const struct loom_oob_hello *h, int rank, int nranks, uint64_t job_id,
+                         char *why, size_t whylen)
 {
     if (h->to != (uint32_t)rank || h->nranks != (uint32_t)nranks) {
-        snprintf(why, whylen, "it is for rank %u of %u, this is rank %d of %d",
-                 (unsigned)h->to, (unsigned)h->nranks, rank, nranks);
+        snprintf(why, whylen, "it is for rank %u of %u, this is rank %d of %d", (unsigned)h->to,
+                 (unsigned)h->nranks, rank, nranks);
         return LOOM_HS_DROP;
     }
     if (job_id == 0)

@@ -31,7 +31,7 @@
 #define LOOM_OOB_KIND_GET 2
 
 struct loom_oob_pre {
-    uint32_t kind;                   /* LOOM_OOB_MAGIC or LOOM_OOB_KIND_*   */
+    uint32_t kind; /* LOOM_OOB_MAGIC or LOOM_OOB_KIND_*   */
     uint16_t version;
     uint16_t flags;
     uint64_t ns;
@@ -43,7 +43,7 @@ struct loom_oob_hello {
 };
 
 struct loom_oob_hdr {
-    uint8_t kind;                    /* LOOM_OOB_KIND_MSG or _GET           */
+    uint8_t kind; /* LOOM_OOB_KIND_MSG or _GET           */
     uint32_t tag;
     uint32_t len;
     uint64_t ns;
@@ -61,8 +61,8 @@ loom_result_t loom_oob_hello_decode(const uint8_t *in, size_t len, struct loom_o
                                     char *why, size_t whylen);
 /* Whether a decoded hello is for this rank of this job: LOOM_HS_ACCEPT,
  * LOOM_HS_HOLD while job_id is 0 (not known yet), or LOOM_HS_DROP (why). */
-int loom_oob_hello_match(const struct loom_oob_hello *h, int rank, int nranks,
-                         uint64_t job_id, char *why, size_t whylen);
+int loom_oob_hello_match(const struct loom_oob_hello *h, int rank, int nranks, uint64_t job_id,
+                         char *why, size_t whylen);
 
 void loom_oob_hdr_encode(const struct loom_oob_hdr *h, uint8_t *out);
 /* A known kind and len <= LOOM_OOB_MSG_MAX; else LOOM_ERROR_PROTOCOL. */

@@ -150,7 +150,7 @@ struct loom_coll_ext {
     size_t pack_size;
     /* tagged messages that arrived, in arrival order (tagged.c) */
     struct loom_tmsg *tq_head, *tq_tail;
-    struct loom_tmsg **partial;  /* per sender: a message still in pieces */
+    struct loom_tmsg **partial; /* per sender: a message still in pieces */
     /* entries of point-to-point sets, reused: a posted request's memory
      * outlives a failed call (sendrecv.c) */
     struct loom_p2p_entry *free_entries;
@@ -168,7 +168,7 @@ int loom_coll_is_ext(const struct loom_op *op);
 /* One call of a set in flight. */
 struct loom_p2p_entry {
     struct loom_op *op;
-    struct loom_tx_req req;      /* an untagged call's message               */
+    struct loom_tx_req req; /* an untagged call's message               */
     int done;
     struct loom_p2p_entry *next;
 };
@@ -179,13 +179,12 @@ struct loom_p2p_entry {
  * waits for it). */
 struct loom_p2p_set {
     struct loom_comm *comm;
-    struct loom_op *wop;         /* the group being run, or NULL           */
-    struct loom_p2p_entry *head, *tail;  /* in the order added             */
+    struct loom_op *wop;                /* the group being run, or NULL           */
+    struct loom_p2p_entry *head, *tail; /* in the order added             */
     int pending;
     struct loom_waiter w;
 };
-void loom_p2p_set_init(struct loom_p2p_set *set, struct loom_comm *comm,
-                       struct loom_op *wop);
+void loom_p2p_set_init(struct loom_p2p_set *set, struct loom_comm *comm, struct loom_op *wop);
 /* Number op (untagged: its place among the messages between the two
  * ranks) and post it (a tagged send completes here). Sets comm's error on
  * failure. */

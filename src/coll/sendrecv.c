@@ -141,11 +141,11 @@ static loom_result_t pair_self(struct loom_comm *comm, struct loom_op *ops, int 
 {
     int s = 0, r = 0;
     for (;;) {
-        while (s < n && (ops[s].tagged ||
-                         !(ops[s].kind == LOOM_OP_SEND && ops[s].peer == comm->rank)))
+        while (s < n &&
+               (ops[s].tagged || !(ops[s].kind == LOOM_OP_SEND && ops[s].peer == comm->rank)))
             s++;
-        while (r < n && (ops[r].tagged ||
-                         !(ops[r].kind == LOOM_OP_RECV && ops[r].peer == comm->rank)))
+        while (r < n &&
+               (ops[r].tagged || !(ops[r].kind == LOOM_OP_RECV && ops[r].peer == comm->rank)))
             r++;
         if (s == n && r == n)
             return LOOM_SUCCESS;
@@ -175,8 +175,7 @@ static loom_result_t pair_self(struct loom_comm *comm, struct loom_op *ops, int 
 
 /* ---- sets of calls in flight -------------------------------------------- */
 
-void loom_p2p_set_init(struct loom_p2p_set *set, struct loom_comm *comm,
-                       struct loom_op *wop)
+void loom_p2p_set_init(struct loom_p2p_set *set, struct loom_comm *comm, struct loom_op *wop)
 {
     *set = (struct loom_p2p_set){.comm = comm, .wop = wop};
     loom_waiter_init(&set->w, comm, wop);
@@ -250,8 +249,7 @@ static void entry_free(struct loom_p2p_set *set, struct loom_p2p_entry *x)
 }
 
 /* Take x (done) off the set. */
-static void take(struct loom_p2p_set *set, struct loom_p2p_entry *prev,
-                 struct loom_p2p_entry *x)
+static void take(struct loom_p2p_set *set, struct loom_p2p_entry *prev, struct loom_p2p_entry *x)
 {
     if (prev)
         prev->next = x->next;
@@ -268,8 +266,8 @@ loom_result_t loom_p2p_set_step(struct loom_p2p_set *set, struct loom_op **done)
     struct loom_comm *comm = set->comm;
     *done = NULL;
     loom_result_t res;
-    const struct loom_op *tagged_wait = NULL;   /* the first tagged receive */
-    const struct loom_tx_req *blocker = NULL;  /* the first untagged message */
+    const struct loom_op *tagged_wait = NULL; /* the first tagged receive */
+    const struct loom_tx_req *blocker = NULL; /* the first untagged message */
     for (struct loom_p2p_entry *x = set->head; x; x = x->next) {
         if (x->done)
             continue;
@@ -338,8 +336,8 @@ void loom_p2p_set_clear(struct loom_p2p_set *set)
         set->wop->exec = NULL;
 }
 
-loom_result_t loom_p2p_batch(struct loom_comm *comm, struct loom_op *wop,
-                             struct loom_op *ops, int n)
+loom_result_t loom_p2p_batch(struct loom_comm *comm, struct loom_op *wop, struct loom_op *ops,
+                             int n)
 {
     loom_result_t res = pair_self(comm, ops, n);
     if (res < 0)
@@ -350,8 +348,7 @@ loom_result_t loom_p2p_batch(struct loom_comm *comm, struct loom_op *wop,
     for (int pass = 0; pass < 2 && res == LOOM_SUCCESS; pass++)
         for (int i = 0; i < n && res == LOOM_SUCCESS; i++) {
             struct loom_op *op = &ops[i];
-            if ((op->kind == LOOM_OP_SEND) == (pass == 1) &&
-                (op->tagged || op->peer != comm->rank))
+            if ((op->kind == LOOM_OP_SEND) == (pass == 1) && (op->tagged || op->peer != comm->rank))
                 res = loom_p2p_set_add(&set, op);
         }
     while (res == LOOM_SUCCESS && set.pending) {

@@ -40,8 +40,8 @@ struct loom_tmsg {
     int tag;
     loom_dtype_t dtype;
     uint64_t count;
-    uint8_t *msg;            /* header and payload */
-    size_t filled;           /* payload bytes there (pieces still coming) */
+    uint8_t *msg;  /* header and payload */
+    size_t filled; /* payload bytes there (pieces still coming) */
     struct loom_tmsg *next;
 };
 
@@ -66,8 +66,8 @@ static loom_result_t send_failed(struct loom_comm *comm, const struct loom_op *o
     char what[160];
     loom_op_describe(op, what, sizeof what);
     comm->blame = op->peer;
-    loom_comm_set_error(comm, res, "%s failed: %s: %s", what,
-                        loom_comm_describe(comm, op->peer), loom_thread_error());
+    loom_comm_set_error(comm, res, "%s failed: %s: %s", what, loom_comm_describe(comm, op->peer),
+                        loom_thread_error());
     return res;
 }
 
@@ -83,8 +83,10 @@ loom_result_t loom_tagged_send(struct loom_comm *comm, const struct loom_op *op)
     if (!e || !msg || (self && !m)) {
         free(msg);
         free(m);
-        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "tagged send: out of memory for "
-                            "%zu bytes", TAG_HDR_LEN + first);
+        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
+                            "tagged send: out of memory for "
+                            "%zu bytes",
+                            TAG_HDR_LEN + first);
         return LOOM_ERROR_NO_MEMORY;
     }
     loom_put_le32(msg, TAG_MAGIC);
@@ -95,8 +97,12 @@ loom_result_t loom_tagged_send(struct loom_comm *comm, const struct loom_op *op)
     if (first)
         memcpy(msg + TAG_HDR_LEN, op->sendbuf, first);
     if (self) {
-        *m = (struct loom_tmsg){.from = comm->rank, .tag = op->utag, .dtype = op->dtype,
-                                .count = op->count, .msg = msg, .filled = bytes};
+        *m = (struct loom_tmsg){.from = comm->rank,
+                                .tag = op->utag,
+                                .dtype = op->dtype,
+                                .count = op->count,
+                                .msg = msg,
+                                .filled = bytes};
         queue_msg(e, m);
         return LOOM_SUCCESS;
     }
@@ -119,20 +125,20 @@ loom_result_t loom_tagged_send(struct loom_comm *comm, const struct loom_op *op)
     return res < 0 ? send_failed(comm, op, res) : LOOM_SUCCESS;
 }
 
-static loom_result_t malformed(struct loom_comm *comm, const char *what, size_t len,
-                               int from, const char *why)
+static loom_result_t malformed(struct loom_comm *comm, const char *what, size_t len, int from,
+                               const char *why)
 {
     comm->blame = from;
     loom_comm_set_error(comm, LOOM_ERROR_PROTOCOL,
-                        "%s: a tagged message of %zu bytes from %s is malformed (%s)", what,
-                        len, loom_comm_describe(comm, from), why);
+                        "%s: a tagged message of %zu bytes from %s is malformed (%s)", what, len,
+                        loom_comm_describe(comm, from), why);
     return LOOM_ERROR_PROTOCOL;
 }
 
 /* A piece of from's message in progress: appended; the message is queued
  * once whole. */
-static loom_result_t add_piece(struct loom_comm *comm, struct loom_coll_ext *e,
-                               const char *what, int from, const uint8_t *b, size_t len)
+static loom_result_t add_piece(struct loom_comm *comm, struct loom_coll_ext *e, const char *what,
+                               int from, const uint8_t *b, size_t len)
 {
     struct loom_tmsg *m = e->partial ? e->partial[from] : NULL;
     if (!m)
@@ -180,8 +186,7 @@ static loom_result_t take_arrivals(struct loom_comm *comm, struct loom_coll_ext 
         uint64_t count = len >= TAG_HDR_LEN ? loom_get_le64(b + 16) : 0;
         int more = len >= TAG_HDR_LEN && loom_get_le32(b + 12) == 1;
         size_t got_bytes = len >= TAG_HDR_LEN ? len - TAG_HDR_LEN : 0;
-        if (len < TAG_HDR_LEN || loom_get_le32(b) != TAG_MAGIC ||
-            dtype >= LOOM_DTYPE_COUNT ||
+        if (len < TAG_HDR_LEN || loom_get_le32(b) != TAG_MAGIC || dtype >= LOOM_DTYPE_COUNT ||
             count > (uint64_t)(SIZE_MAX / 2) / loom_dtype_size((loom_dtype_t)dtype) ||
             (more ? count * loom_dtype_size((loom_dtype_t)dtype) <= got_bytes ||
                         (e->partial && e->partial[from])
@@ -197,12 +202,17 @@ static loom_result_t take_arrivals(struct loom_comm *comm, struct loom_coll_ext 
         if (!m || (more && !whole)) {
             free(buf);
             free(m);
-            loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "%s: out of memory for a tagged "
-                                "message of %zu bytes", what, total);
+            loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
+                                "%s: out of memory for a tagged "
+                                "message of %zu bytes",
+                                what, total);
             return LOOM_ERROR_NO_MEMORY;
         }
-        *m = (struct loom_tmsg){.from = from, .tag = (int)loom_get_le32(b + 4),
-                                .dtype = (loom_dtype_t)dtype, .count = count, .msg = b,
+        *m = (struct loom_tmsg){.from = from,
+                                .tag = (int)loom_get_le32(b + 4),
+                                .dtype = (loom_dtype_t)dtype,
+                                .count = count,
+                                .msg = b,
                                 .filled = got_bytes};
         if (more) { /* the rest comes in pieces */
             memcpy(whole, b, len);
@@ -245,8 +255,12 @@ int loom_tagged_match(struct loom_comm *comm, struct loom_op *op)
     if (m->dtype != op->dtype || m->count != op->count) {
         char mine[160], theirs[160];
         loom_op_describe(op, mine, sizeof mine);
-        struct loom_op sent = {.kind = LOOM_OP_SEND, .tagged = 1, .utag = m->tag,
-                               .dtype = m->dtype, .count = m->count, .peer = comm->rank};
+        struct loom_op sent = {.kind = LOOM_OP_SEND,
+                               .tagged = 1,
+                               .utag = m->tag,
+                               .dtype = m->dtype,
+                               .count = m->count,
+                               .peer = comm->rank};
         loom_op_describe(&sent, theirs, sizeof theirs);
         comm->blame = m->from;
         loom_comm_set_error(comm, LOOM_ERROR_MISMATCH,

@@ -8,15 +8,23 @@
 #include "algo.h"
 
 static const char *const algo_names[] = {
-    [LOOM_ALGO_AUTO] = "auto",         [LOOM_ALGO_RING] = "ring",
-    [LOOM_ALGO_RD] = "rd",             [LOOM_ALGO_CHAIN] = "chain",
-    [LOOM_ALGO_BINOMIAL] = "binomial", [LOOM_ALGO_DISSEMINATION] = "dissemination",
-    [LOOM_ALGO_TREE] = "tree",         [LOOM_ALGO_RHD] = "rhd",
-    [LOOM_ALGO_BRUCK] = "bruck",       [LOOM_ALGO_SCATTER_ALLGATHER] = "scatter_allgather",
-    [LOOM_ALGO_SHM] = "shm",           [LOOM_ALGO_HIER] = "hier",
-    [LOOM_ALGO_SHM_COPY] = "shm_copy", [LOOM_ALGO_SHM_READ] = "shm_read",
+    [LOOM_ALGO_AUTO] = "auto",
+    [LOOM_ALGO_RING] = "ring",
+    [LOOM_ALGO_RD] = "rd",
+    [LOOM_ALGO_CHAIN] = "chain",
+    [LOOM_ALGO_BINOMIAL] = "binomial",
+    [LOOM_ALGO_DISSEMINATION] = "dissemination",
+    [LOOM_ALGO_TREE] = "tree",
+    [LOOM_ALGO_RHD] = "rhd",
+    [LOOM_ALGO_BRUCK] = "bruck",
+    [LOOM_ALGO_SCATTER_ALLGATHER] = "scatter_allgather",
+    [LOOM_ALGO_SHM] = "shm",
+    [LOOM_ALGO_HIER] = "hier",
+    [LOOM_ALGO_SHM_COPY] = "shm_copy",
+    [LOOM_ALGO_SHM_READ] = "shm_read",
     [LOOM_ALGO_SHM_PUSH] = "shm_push",
-    [LOOM_ALGO_SHM_LL] = "shm_ll",     [LOOM_ALGO_SHM_PIPE] = "shm_pipe",
+    [LOOM_ALGO_SHM_LL] = "shm_ll",
+    [LOOM_ALGO_SHM_PIPE] = "shm_pipe",
 };
 
 const char *loom_algo_name(enum loom_algo algo)

@@ -10,31 +10,30 @@
 
 enum loom_algo {
     LOOM_ALGO_AUTO = 0,
-    LOOM_ALGO_RING,       /* allreduce, allgather, reduce_scatter          */
-    LOOM_ALGO_RD,         /* recursive doubling allreduce                  */
-    LOOM_ALGO_CHAIN,      /* pipelined chain: broadcast, reduce            */
-    LOOM_ALGO_BINOMIAL,   /* binomial tree broadcast                       */
-    LOOM_ALGO_DISSEMINATION, /* barrier                                    */
-    LOOM_ALGO_TREE,       /* pipelined double binary tree allreduce        */
-    LOOM_ALGO_RHD,        /* recursive halving-doubling allreduce          */
-    LOOM_ALGO_BRUCK,      /* Bruck / recursive doubling allgather          */
+    LOOM_ALGO_RING,              /* allreduce, allgather, reduce_scatter          */
+    LOOM_ALGO_RD,                /* recursive doubling allreduce                  */
+    LOOM_ALGO_CHAIN,             /* pipelined chain: broadcast, reduce            */
+    LOOM_ALGO_BINOMIAL,          /* binomial tree broadcast                       */
+    LOOM_ALGO_DISSEMINATION,     /* barrier                                    */
+    LOOM_ALGO_TREE,              /* pipelined double binary tree allreduce        */
+    LOOM_ALGO_RHD,               /* recursive halving-doubling allreduce          */
+    LOOM_ALGO_BRUCK,             /* Bruck / recursive doubling allgather          */
     LOOM_ALGO_SCATTER_ALLGATHER, /* broadcast: scatter + ring allgather    */
-    LOOM_ALGO_SHM,        /* every collective, one server, shared memory  */
-    LOOM_ALGO_HIER,       /* allreduce: shm inside servers, network across */
-    LOOM_ALGO_SHM_COPY,   /* shm, forced through the segment's slots       */
-    LOOM_ALGO_SHM_READ,   /* shm, forced to ranks reading their peers      */
-    LOOM_ALGO_SHM_PUSH,   /* shm, forced to the evenly split read and write */
-    LOOM_ALGO_SHM_LL,     /* shm, forced to the small-message lines        */
-    LOOM_ALGO_SHM_PIPE,   /* shm, forced to the pipelined segment chunks   */
+    LOOM_ALGO_SHM,               /* every collective, one server, shared memory  */
+    LOOM_ALGO_HIER,              /* allreduce: shm inside servers, network across */
+    LOOM_ALGO_SHM_COPY,          /* shm, forced through the segment's slots       */
+    LOOM_ALGO_SHM_READ,          /* shm, forced to ranks reading their peers      */
+    LOOM_ALGO_SHM_PUSH,          /* shm, forced to the evenly split read and write */
+    LOOM_ALGO_SHM_LL,            /* shm, forced to the small-message lines        */
+    LOOM_ALGO_SHM_PIPE,          /* shm, forced to the pipelined segment chunks   */
     LOOM_ALGO_COUNT
 };
 
 /* The shared-memory engine, whichever way it moves the data. */
 static inline int loom_algo_is_shm(int algo)
 {
-    return algo == LOOM_ALGO_SHM || algo == LOOM_ALGO_SHM_COPY ||
-           algo == LOOM_ALGO_SHM_READ || algo == LOOM_ALGO_SHM_PUSH ||
-           algo == LOOM_ALGO_SHM_LL || algo == LOOM_ALGO_SHM_PIPE;
+    return algo == LOOM_ALGO_SHM || algo == LOOM_ALGO_SHM_COPY || algo == LOOM_ALGO_SHM_READ ||
+           algo == LOOM_ALGO_SHM_PUSH || algo == LOOM_ALGO_SHM_LL || algo == LOOM_ALGO_SHM_PIPE;
 }
 
 const char *loom_algo_name(enum loom_algo algo);

@@ -113,14 +113,13 @@ void loom_op_describe(const struct loom_op *op, char *buf, size_t len)
     char tag[32];
     tag_text(op, tag, sizeof tag);
     if (op->kind == LOOM_OP_RECV && op->peer == LOOM_ANY_SOURCE) {
-        snprintf(buf, len, "recv(%s, %llu, from any rank%s)", loom_dtype_name(op->dtype), c,
-                 tag);
+        snprintf(buf, len, "recv(%s, %llu, from any rank%s)", loom_dtype_name(op->dtype), c, tag);
         return;
     }
     if (op->tagged) { /* not numbered: matched by tag, not by place */
         snprintf(buf, len, "%s(%s, %llu, %s rank %d%s)", loom_op_kind_name(op->kind),
-                 loom_dtype_name(op->dtype), c, op->kind == LOOM_OP_SEND ? "to" : "from",
-                 op->peer, tag);
+                 loom_dtype_name(op->dtype), c, op->kind == LOOM_OP_SEND ? "to" : "from", op->peer,
+                 tag);
         return;
     }
     switch (op->kind) {

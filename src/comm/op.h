@@ -66,8 +66,8 @@ struct loom_op {
     /* loom_send_tagged / loom_recv_tagged: matched by (source, tag) apart
      * from untagged messages (coll/tagged.c) */
     int tagged;
-    int utag;               /* the caller's tag (a receive: LOOM_ANY_TAG too) */
-    int *source;            /* tagged receive: gets the sender's rank (or NULL) */
+    int utag;    /* the caller's tag (a receive: LOOM_ANY_TAG too) */
+    int *source; /* tagged receive: gets the sender's rank (or NULL) */
     /* a reduction op made by loom_redop_create, resolved at the call
      * (op holds its base): sum/avg scaled, 16-bit floats summed in float32 */
     double prescale, postscale;  /* read through loom_op_pre/post (redop.h) */

@@ -65,8 +65,7 @@ LOOM_API loom_result_t loom_comm_revoke(loom_comm_t comm)
     for (int i = 1; comm->oob && i < n; i++) {
         int r = (comm->rank + i) % n;
         if (loom_oob_peer_error(comm->oob, r, NULL, 0) == LOOM_SUCCESS &&
-            loom_oob_send(comm->oob, r, LOOM_OOB_TAG_REVOKE, msg, sizeof msg) ==
-                LOOM_SUCCESS)
+            loom_oob_send(comm->oob, r, LOOM_OOB_TAG_REVOKE, msg, sizeof msg) == LOOM_SUCCESS)
             sent++;
     }
     LOOM_INFO(LOOM_SUB_INIT, "rank %d: revoked its communicator, told %d ranks", comm->rank,

@@ -17,9 +17,19 @@
 #include "net/net.h"
 
 enum {
-    HS_C_CHAL_IN, HS_C_HELLO_OUT, HS_C_PROOF_IN, HS_C_REASON_HEAD_IN,
-    HS_C_REASON_IN, HS_A_CHAL_OUT, HS_A_HEAD_IN, HS_A_REST_IN, HS_A_CHECK,
-    HS_A_PROOF_OUT, HS_A_REFUSE_OUT, HS_DONE, HS_FAILED
+    HS_C_CHAL_IN,
+    HS_C_HELLO_OUT,
+    HS_C_PROOF_IN,
+    HS_C_REASON_HEAD_IN,
+    HS_C_REASON_IN,
+    HS_A_CHAL_OUT,
+    HS_A_HEAD_IN,
+    HS_A_REST_IN,
+    HS_A_CHECK,
+    HS_A_PROOF_OUT,
+    HS_A_REFUSE_OUT,
+    HS_DONE,
+    HS_FAILED
 };
 
 static const uint8_t zero_mac[LOOM_AUTH_MAC_LEN];
@@ -30,8 +40,8 @@ static uint16_t key_flag(const struct loom_auth_key *key)
 }
 
 /* "it has a job key, this side has none" and the reverse. */
-static loom_result_t key_flag_check(int theirs, const struct loom_auth_key *key,
-                                    char *why, size_t whylen)
+static loom_result_t key_flag_check(int theirs, const struct loom_auth_key *key, char *why,
+                                    size_t whylen)
 {
     if (theirs == key->set)
         return LOOM_SUCCESS;
@@ -44,35 +54,33 @@ static loom_result_t key_flag_check(int theirs, const struct loom_auth_key *key,
 /* ---- pure codecs --------------------------------------------------------- */
 
 void loom_hs_chal_make(const struct loom_hs_proto *p, const struct loom_auth_key *key,
-                       const uint8_t ca[LOOM_AUTH_CHAL_LEN],
-                       uint8_t out[LOOM_AUTH_MSG_LEN])
+                       const uint8_t ca[LOOM_AUTH_CHAL_LEN], uint8_t out[LOOM_AUTH_MSG_LEN])
 {
     loom_auth_msg_encode(out, p->chal_magic, p->version, key_flag(key), ca);
 }
 
 /* Magic and version of a 40-byte auth message the connector reads. */
-static loom_result_t msg_head_check(const struct loom_hs_proto *p,
-                                    const struct loom_auth_msg *m, uint32_t magic,
-                                    const char *what, char *why, size_t whylen)
+static loom_result_t msg_head_check(const struct loom_hs_proto *p, const struct loom_auth_msg *m,
+                                    uint32_t magic, const char *what, char *why, size_t whylen)
 {
     if (m->magic != magic) {
-        snprintf(why, whylen, "not a Loom %s socket (sent magic 0x%08x where its %s "
-                 "was expected)", p->name, (unsigned)m->magic, what);
+        snprintf(why, whylen,
+                 "not a Loom %s socket (sent magic 0x%08x where its %s "
+                 "was expected)",
+                 p->name, (unsigned)m->magic, what);
         return LOOM_ERROR_PROTOCOL;
     }
     if (m->version != p->version) {
-        snprintf(why, whylen, "speaks %s protocol version %u, this side %u", p->name,
-                 m->version, p->version);
+        snprintf(why, whylen, "speaks %s protocol version %u, this side %u", p->name, m->version,
+                 p->version);
         return LOOM_ERROR_PROTOCOL;
     }
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_hs_chal_check(const struct loom_hs_proto *p,
-                                 const struct loom_auth_key *key,
+loom_result_t loom_hs_chal_check(const struct loom_hs_proto *p, const struct loom_auth_key *key,
                                  const uint8_t in[LOOM_AUTH_MSG_LEN],
-                                 uint8_t ca[LOOM_AUTH_CHAL_LEN], char *why,
-                                 size_t whylen)
+                                 uint8_t ca[LOOM_AUTH_CHAL_LEN], char *why, size_t whylen)
 {
     struct loom_auth_msg m;
     loom_auth_msg_decode(in, &m);
@@ -86,9 +94,8 @@ loom_result_t loom_hs_chal_check(const struct loom_hs_proto *p,
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_hs_head_check(const struct loom_hs_proto *p,
-                                 const uint8_t in[LOOM_HS_HEAD_LEN], size_t *need,
-                                 char *why, size_t whylen)
+loom_result_t loom_hs_head_check(const struct loom_hs_proto *p, const uint8_t in[LOOM_HS_HEAD_LEN],
+                                 size_t *need, char *why, size_t whylen)
 {
     uint32_t magic = loom_get_le32(in), len = loom_get_le32(in + 8);
     uint16_t version = loom_get_le16(in + 4);
@@ -98,8 +105,8 @@ loom_result_t loom_hs_head_check(const struct loom_hs_proto *p,
         return LOOM_ERROR_PROTOCOL;
     }
     if (version != p->version) {
-        snprintf(why, whylen, "speaks %s protocol version %u, this side %u", p->name,
-                 version, p->version);
+        snprintf(why, whylen, "speaks %s protocol version %u, this side %u", p->name, version,
+                 p->version);
         return LOOM_ERROR_PROTOCOL;
     }
     uint32_t max = p->payload_max < LOOM_HS_PAYLOAD_MAX ? p->payload_max : LOOM_HS_PAYLOAD_MAX;
@@ -112,20 +119,18 @@ loom_result_t loom_hs_head_check(const struct loom_hs_proto *p,
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_hs_hello_verify(const struct loom_hs_proto *p,
-                                   const struct loom_auth_key *key,
-                                   const uint8_t ca[LOOM_AUTH_CHAL_LEN],
-                                   const uint8_t *msg, size_t len, char *why,
-                                   size_t whylen)
+loom_result_t loom_hs_hello_verify(const struct loom_hs_proto *p, const struct loom_auth_key *key,
+                                   const uint8_t ca[LOOM_AUTH_CHAL_LEN], const uint8_t *msg,
+                                   size_t len, char *why, size_t whylen)
 {
     if (len < LOOM_HS_HEAD_LEN + LOOM_HS_TRAILER_LEN ||
         len != LOOM_HS_HEAD_LEN + (size_t)loom_get_le32(msg + 8) + LOOM_HS_TRAILER_LEN) {
-        snprintf(why, whylen, "%s hello of %zu bytes does not match its length field",
-                 p->name, len);
+        snprintf(why, whylen, "%s hello of %zu bytes does not match its length field", p->name,
+                 len);
         return LOOM_ERROR_PROTOCOL;
     }
-    loom_result_t res =
-        key_flag_check((loom_get_le16(msg + 6) & LOOM_AUTH_FLAG_KEYED) != 0, key, why, whylen);
+    loom_result_t res = key_flag_check((loom_get_le16(msg + 6) & LOOM_AUTH_FLAG_KEYED) != 0, key,
+                                       why, whylen);
     if (res < 0)
         return res;
     size_t hlen = len - LOOM_HS_TRAILER_LEN;
@@ -137,11 +142,10 @@ loom_result_t loom_hs_hello_verify(const struct loom_hs_proto *p,
     return LOOM_SUCCESS;
 }
 
-loom_result_t loom_hs_hello_make(const struct loom_hs_proto *p,
-                                 const struct loom_auth_key *key,
+loom_result_t loom_hs_hello_make(const struct loom_hs_proto *p, const struct loom_auth_key *key,
                                  const uint8_t ca[LOOM_AUTH_CHAL_LEN],
-                                 const uint8_t cc[LOOM_AUTH_CHAL_LEN],
-                                 const void *payload, size_t len, uint8_t *out)
+                                 const uint8_t cc[LOOM_AUTH_CHAL_LEN], const void *payload,
+                                 size_t len, uint8_t *out)
 {
     loom_put_le32(out, p->hello_magic);
     loom_put_le16(out + 4, p->version);
@@ -158,11 +162,9 @@ loom_result_t loom_hs_hello_make(const struct loom_hs_proto *p,
     return loom_auth_mac(key, p->ctx, 'C', ca, cc, out, hlen, mac);
 }
 
-loom_result_t loom_hs_proof_make(const struct loom_hs_proto *p,
-                                 const struct loom_auth_key *key,
-                                 const uint8_t ca[LOOM_AUTH_CHAL_LEN],
-                                 const uint8_t *msg, size_t len,
-                                 uint8_t out[LOOM_AUTH_MSG_LEN])
+loom_result_t loom_hs_proof_make(const struct loom_hs_proto *p, const struct loom_auth_key *key,
+                                 const uint8_t ca[LOOM_AUTH_CHAL_LEN], const uint8_t *msg,
+                                 size_t len, uint8_t out[LOOM_AUTH_MSG_LEN])
 {
     uint8_t mac[LOOM_AUTH_MAC_LEN];
     memcpy(mac, zero_mac, sizeof mac);
@@ -176,9 +178,8 @@ loom_result_t loom_hs_proof_make(const struct loom_hs_proto *p,
     return LOOM_SUCCESS;
 }
 
-size_t loom_hs_refusal_make(const struct loom_hs_proto *p,
-                            const struct loom_auth_key *key, loom_result_t code,
-                            const char *reason, uint8_t *out)
+size_t loom_hs_refusal_make(const struct loom_hs_proto *p, const struct loom_auth_key *key,
+                            loom_result_t code, const char *reason, uint8_t *out)
 {
     loom_auth_msg_encode(out, p->proof_magic, p->version,
                          (uint16_t)(key_flag(key) | LOOM_HS_FLAG_REFUSED), zero_mac);
@@ -192,10 +193,9 @@ size_t loom_hs_refusal_make(const struct loom_hs_proto *p,
 }
 
 int loom_hs_proof_check(const struct loom_hs_proto *p, const struct loom_auth_key *key,
-                        const uint8_t in[LOOM_AUTH_MSG_LEN],
-                        const uint8_t ca[LOOM_AUTH_CHAL_LEN],
-                        const uint8_t cc[LOOM_AUTH_CHAL_LEN], const uint8_t *msg,
-                        size_t len, char *why, size_t whylen)
+                        const uint8_t in[LOOM_AUTH_MSG_LEN], const uint8_t ca[LOOM_AUTH_CHAL_LEN],
+                        const uint8_t cc[LOOM_AUTH_CHAL_LEN], const uint8_t *msg, size_t len,
+                        char *why, size_t whylen)
 {
     struct loom_auth_msg m;
     loom_auth_msg_decode(in, &m);
@@ -209,8 +209,8 @@ int loom_hs_proof_check(const struct loom_hs_proto *p, const struct loom_auth_ke
         return res;
     if (len < LOOM_HS_TRAILER_LEN)
         return LOOM_ERROR_INVALID_ARGUMENT;
-    if (key->set && !loom_auth_verify(key, p->ctx, 'A', cc, ca, msg,
-                                      len - LOOM_HS_TRAILER_LEN, m.body)) {
+    if (key->set &&
+        !loom_auth_verify(key, p->ctx, 'A', cc, ca, msg, len - LOOM_HS_TRAILER_LEN, m.body)) {
         snprintf(why, whylen, "could not prove the job key (the keys differ)");
         return LOOM_ERROR_MISMATCH;
     }
@@ -240,8 +240,8 @@ void loom_hs_reason_text(const uint8_t *in, size_t n, char *out, size_t outlen)
 
 /* ---- the state machine --------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4)))
-static int fail(struct loom_hs *hs, loom_result_t code, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct loom_hs *hs, loom_result_t code,
+                                                      const char *fmt, ...)
 {
     char what[300];
     va_list ap;
@@ -274,8 +274,7 @@ static const char *waiting_for(int state)
 }
 
 static void init_common(struct loom_hs *hs, const struct loom_hs_proto *proto,
-                        const struct loom_auth_key *key, int fd, const char *peer,
-                        double timeout)
+                        const struct loom_auth_key *key, int fd, const char *peer, double timeout)
 {
     memset(hs, 0, sizeof *hs);
     hs->proto = proto;
@@ -296,14 +295,15 @@ static void init_common(struct loom_hs *hs, const struct loom_hs_proto *proto,
 }
 
 loom_result_t loom_hs_connect(struct loom_hs *hs, const struct loom_hs_proto *proto,
-                              const struct loom_auth_key *key, int fd,
-                              const char *peer, const void *payload, size_t len,
-                              double timeout)
+                              const struct loom_auth_key *key, int fd, const char *peer,
+                              const void *payload, size_t len, double timeout)
 {
     init_common(hs, proto, key, fd, peer, timeout);
     if (len > proto->payload_max || len > LOOM_HS_PAYLOAD_MAX)
-        return fail(hs, LOOM_ERROR_INVALID_ARGUMENT, "payload of %zu bytes exceeds "
-                    "the limit of %u", len, (unsigned)proto->payload_max);
+        return fail(hs, LOOM_ERROR_INVALID_ARGUMENT,
+                    "payload of %zu bytes exceeds "
+                    "the limit of %u",
+                    len, (unsigned)proto->payload_max);
     hs->msg_len = LOOM_HS_HEAD_LEN + len + LOOM_HS_TRAILER_LEN;
     hs->msg = malloc(hs->msg_len);
     if (!hs->msg)
@@ -318,8 +318,8 @@ loom_result_t loom_hs_connect(struct loom_hs *hs, const struct loom_hs_proto *pr
 }
 
 loom_result_t loom_hs_accept(struct loom_hs *hs, const struct loom_hs_proto *proto,
-                             const struct loom_auth_key *key, int fd,
-                             const char *peer, void *arg, double timeout)
+                             const struct loom_auth_key *key, int fd, const char *peer, void *arg,
+                             double timeout)
 {
     init_common(hs, proto, key, fd, peer, timeout);
     hs->accept = 1;
@@ -353,8 +353,7 @@ static int send_some(struct loom_hs *hs)
         }
         int e = errno;
         return fail(hs, (e == EPIPE || e == ECONNRESET) ? LOOM_ERROR_REMOTE : LOOM_ERROR_SYSTEM,
-                    "could not send (%s), waiting for %s", strerror(e),
-                    waiting_for(hs->state));
+                    "could not send (%s), waiting for %s", strerror(e), waiting_for(hs->state));
     }
     hs->done = 0;
     return 1;
@@ -377,9 +376,10 @@ static int recv_some(struct loom_hs *hs, uint8_t *buf, size_t want)
             return 0;
         }
         if (n == 0)
-            return fail(hs, LOOM_ERROR_REMOTE, "closed the connection while this side "
-                        "waited for %s (%zu of %zu bytes)", waiting_for(hs->state),
-                        hs->done, want);
+            return fail(hs, LOOM_ERROR_REMOTE,
+                        "closed the connection while this side "
+                        "waited for %s (%zu of %zu bytes)",
+                        waiting_for(hs->state), hs->done, want);
         int e = errno;
         return fail(hs, e == ECONNRESET ? LOOM_ERROR_REMOTE : LOOM_ERROR_SYSTEM,
                     "%s while this side waited for %s", strerror(e), waiting_for(hs->state));
@@ -438,8 +438,8 @@ static int step_accept(struct loom_hs *hs)
     case HS_A_REST_IN: {
         if ((rc = recv_some(hs, hs->msg, hs->msg_len)) <= 0)
             return rc;
-        loom_result_t res = loom_hs_hello_verify(hs->proto, hs->key, hs->ca, hs->msg,
-                                                 hs->msg_len, why, sizeof why);
+        loom_result_t res = loom_hs_hello_verify(hs->proto, hs->key, hs->ca, hs->msg, hs->msg_len,
+                                                 why, sizeof why);
         if (res < 0)
             return refuse(hs, res, why);
         hs->state = HS_A_CHECK;
@@ -498,14 +498,13 @@ static int step_connect(struct loom_hs *hs)
     case HS_C_CHAL_IN: {
         if ((rc = recv_some(hs, hs->io, LOOM_AUTH_MSG_LEN)) <= 0)
             return rc;
-        loom_result_t res = loom_hs_chal_check(hs->proto, hs->key, hs->io, hs->ca, why,
-                                               sizeof why);
+        loom_result_t res = loom_hs_chal_check(hs->proto, hs->key, hs->io, hs->ca, why, sizeof why);
         if (res < 0)
             return fail(hs, res, "%s", why);
         size_t len = loom_get_le32(hs->msg + 8);
         if (loom_auth_challenge(hs->cc) < 0 ||
-            loom_hs_hello_make(hs->proto, hs->key, hs->ca, hs->cc,
-                               hs->msg + LOOM_HS_HEAD_LEN, len, hs->msg) < 0)
+            loom_hs_hello_make(hs->proto, hs->key, hs->ca, hs->cc, hs->msg + LOOM_HS_HEAD_LEN, len,
+                               hs->msg) < 0)
             return fail(hs, LOOM_ERROR_INTERNAL, "could not sign the hello");
         hs->io_len = hs->msg_len;
         hs->state = HS_C_HELLO_OUT;
@@ -520,8 +519,8 @@ static int step_connect(struct loom_hs *hs)
     case HS_C_PROOF_IN:
         if ((rc = recv_some(hs, hs->io, LOOM_AUTH_MSG_LEN)) <= 0)
             return rc;
-        rc = loom_hs_proof_check(hs->proto, hs->key, hs->io, hs->ca, hs->cc, hs->msg,
-                                 hs->msg_len, why, sizeof why);
+        rc = loom_hs_proof_check(hs->proto, hs->key, hs->io, hs->ca, hs->cc, hs->msg, hs->msg_len,
+                                 why, sizeof why);
         if (rc < 0)
             return fail(hs, rc, "%s", why);
         if (rc == LOOM_SUCCESS) {
@@ -560,9 +559,10 @@ int loom_hs_step(struct loom_hs *hs)
     int rc = hs->accept ? step_accept(hs) : step_connect(hs);
     if (rc == LOOM_HS_AGAIN && loom_now() >= hs->deadline) {
         size_t want = hs->msg && (hs->state == HS_A_REST_IN) ? hs->msg_len : hs->io_len;
-        return fail(hs, LOOM_ERROR_TIMEOUT, "timed out after %.1f s waiting for %s "
-                    "(%zu of %zu bytes)", hs->deadline - hs->started,
-                    waiting_for(hs->state), hs->done, want);
+        return fail(hs, LOOM_ERROR_TIMEOUT,
+                    "timed out after %.1f s waiting for %s "
+                    "(%zu of %zu bytes)",
+                    hs->deadline - hs->started, waiting_for(hs->state), hs->done, want);
     }
     return rc;
 }

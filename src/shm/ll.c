@@ -41,7 +41,7 @@ static void put(struct loom_shm_ctx *x, uint64_t q, const char *src, size_t len)
     struct loom_shm *s = x->s;
     struct loom_shm_ll_line *l = lines_of(s, s->me, q);
     size_t b = len < LOOM_SHM_LL_DATA - LOOM_SHM_LL_HEAD ? len
-                                                          : LOOM_SHM_LL_DATA - LOOM_SHM_LL_HEAD;
+                                                         : LOOM_SHM_LL_DATA - LOOM_SHM_LL_HEAD;
     l[0].data[0] = loom_op_desc(x->op);
     l[0].data[1] = x->op->count;
     memcpy((char *)l[0].data + LOOM_SHM_LL_HEAD, src, b);
@@ -161,8 +161,8 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint32_t k, uint6
     case LOOM_OP_REDUCE_SCATTER:
         /* the same stretch of every block, block after block */
         for (int j = 0; j < s->n; j++)
-            memcpy(s->out + (size_t)j * b, (const char *)op->sendbuf +
-                   ((uint64_t)j * op->count + off) * es, b);
+            memcpy(s->out + (size_t)j * b,
+                   (const char *)op->sendbuf + ((uint64_t)j * op->count + off) * es, b);
         put(x, q, s->out, b * (size_t)s->n);
         break;
     case LOOM_OP_BARRIER: put(x, q, NULL, 0); break;
@@ -174,15 +174,14 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint32_t k, uint6
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE: return reduce_all(x, q, k, recv, 0, cnt);
     case LOOM_OP_REDUCE: return s->me == root ? reduce_all(x, q, k, recv, 0, cnt) : res;
-    case LOOM_OP_REDUCE_SCATTER:
-        return reduce_all(x, q, k, recv, (size_t)s->me * b, cnt);
+    case LOOM_OP_REDUCE_SCATTER: return reduce_all(x, q, k, recv, (size_t)s->me * b, cnt);
     case LOOM_OP_BROADCAST: return s->me == root ? res : get(x, root, q, k, recv, 0, b);
     case LOOM_OP_ALLGATHER: {
         size_t block = (size_t)op->count * es;
         for (int j = 0; res == LOOM_SUCCESS && j < s->n; j++)
             if (j != s->me)
-                res = get(x, j, q, k, (char *)op->recvbuf + (size_t)s->ranks[j] * block +
-                          off * es, 0, b);
+                res = get(x, j, q, k, (char *)op->recvbuf + (size_t)s->ranks[j] * block + off * es,
+                          0, b);
         char *mine = (char *)op->recvbuf + (size_t)s->ranks[s->me] * block + off * es;
         if (res == LOOM_SUCCESS && mine != send)
             memcpy(mine, send, b);

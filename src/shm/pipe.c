@@ -31,9 +31,9 @@ struct pipe {
     loom_reduce_fn fn;
     const char *send;
     char *recv;
-    uint32_t start;    /* the epoch the call began at                   */
-    unsigned stages;   /* bumps per chunk                               */
-    uint64_t per;      /* elements per chunk (of each block: parts > 1) */
+    uint32_t start;  /* the epoch the call began at                   */
+    unsigned stages; /* bumps per chunk                               */
+    uint64_t per;    /* elements per chunk (of each block: parts > 1) */
     uint64_t nchunks;
 };
 
@@ -164,8 +164,7 @@ static loom_result_t pipe_reduce_all(struct loom_shm_ctx *x, int root)
             if (res < 0)
                 return res;
             if (l)
-                memcpy(p.recv + (base + o) * es, pipe_buf(&p, j, c) + o * es,
-                       (size_t)l * es);
+                memcpy(p.recv + (base + o) * es, pipe_buf(&p, j, c) + o * es, (size_t)l * es);
         }
         loom_shm_bump(s);
     }
@@ -273,9 +272,8 @@ loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x)
             res = j == s->me ? LOOM_SUCCESS : pipe_wait(&p, j, c, 0);
             if (res < 0)
                 return res;
-            const char *src = j == s->me && !in_place
-                                  ? my_block + base * es
-                                  : pipe_buf(&p, j, c) + (size_t)s->me * piece;
+            const char *src = j == s->me && !in_place ? my_block + base * es
+                                                      : pipe_buf(&p, j, c) + (size_t)s->me * piece;
             if (j == 0) {
                 if (dst != src)
                     memcpy(dst, src, (size_t)cnt * es);

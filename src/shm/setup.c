@@ -60,8 +60,7 @@ static size_t seg_size(int n)
 {
     size_t ctrl = (sizeof(struct loom_shm_hdr) + LOOM_SHM_LINE - 1) / LOOM_SHM_LINE *
                   LOOM_SHM_LINE;
-    return ctrl + (size_t)n * sizeof(struct loom_shm_ctrl) +
-           (size_t)n * 2 * LOOM_SHM_SLOT +
+    return ctrl + (size_t)n * sizeof(struct loom_shm_ctrl) + (size_t)n * 2 * LOOM_SHM_SLOT +
            (size_t)n * 2 * LOOM_SHM_LL_LINES * sizeof(struct loom_shm_ll_line);
 }
 

@@ -28,8 +28,8 @@
  * belong to; the first line of a piece starts with the call's fingerprint
  * (desc, count) instead of 16 data bytes. Lines per rank and parity: */
 #define LOOM_SHM_LL_LINES 1024u
-#define LOOM_SHM_LL_DATA 56u  /* data bytes in a line                    */
-#define LOOM_SHM_LL_HEAD 16u  /* fingerprint bytes in a piece's line 0  */
+#define LOOM_SHM_LL_DATA 56u /* data bytes in a line                    */
+#define LOOM_SHM_LL_HEAD 16u /* fingerprint bytes in a piece's line 0  */
 /* Data bytes in one piece. */
 #define LOOM_SHM_LL_CAP (LOOM_SHM_LL_DATA * LOOM_SHM_LL_LINES - LOOM_SHM_LL_HEAD)
 /* Up to this many bytes written per rank, ops take the small-message path

@@ -24,8 +24,7 @@ static void fail_if(int cond)
         abort();
 }
 
-static int check_payload(void *arg, const uint8_t *payload, size_t len, char *why,
-                         size_t whylen)
+static int check_payload(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen)
 {
     (void)arg;
     if (len && payload[0] == 'r') {
@@ -39,17 +38,21 @@ static int check_payload(void *arg, const uint8_t *payload, size_t len, char *wh
     return LOOM_HS_ACCEPT;
 }
 
-static const struct loom_hs_proto proto = {
-    .name = "fuzz", .ctx = "fuzz", .chal_magic = 0x4c484346u,
-    .hello_magic = 0x4c454846u, .proof_magic = 0x46525046u, .version = 1,
-    .payload_max = 256, .check = check_payload};
+static const struct loom_hs_proto proto = {.name = "fuzz",
+                                           .ctx = "fuzz",
+                                           .chal_magic = 0x4c484346u,
+                                           .hello_magic = 0x4c454846u,
+                                           .proof_magic = 0x46525046u,
+                                           .version = 1,
+                                           .payload_max = 256,
+                                           .check = check_payload};
 
 static struct loom_auth_key key, none;
 
 static int documented(int rc)
 {
-    return rc == LOOM_ERROR_PROTOCOL || rc == LOOM_ERROR_MISMATCH ||
-           rc == LOOM_ERROR_REMOTE || rc == LOOM_ERROR_TIMEOUT || rc == LOOM_ERROR_SYSTEM ||
+    return rc == LOOM_ERROR_PROTOCOL || rc == LOOM_ERROR_MISMATCH || rc == LOOM_ERROR_REMOTE ||
+           rc == LOOM_ERROR_TIMEOUT || rc == LOOM_ERROR_SYSTEM ||
            (rc <= LOOM_ERROR_INVALID_ARGUMENT && rc >= LOOM_ERROR_REVOKED);
 }
 
@@ -84,8 +87,8 @@ static void decoders(const uint8_t *data, size_t size, const struct loom_auth_ke
         uint8_t *real = malloc(need);
         fail_if(!real);
         fail_if(loom_hs_hello_make(&proto, k, ca, msg + need - LOOM_HS_TRAILER_LEN,
-                                   msg + LOOM_HS_HEAD_LEN, need - LOOM_HS_HEAD_LEN -
-                                   LOOM_HS_TRAILER_LEN, real) < 0);
+                                   msg + LOOM_HS_HEAD_LEN,
+                                   need - LOOM_HS_HEAD_LEN - LOOM_HS_TRAILER_LEN, real) < 0);
         int same = memcmp(real, msg, 4) == 0 && memcmp(real + 8, msg + 8, need - 8) == 0 &&
                    (loom_get_le16(msg + 6) & LOOM_AUTH_FLAG_KEYED) &&
                    loom_get_le16(msg + 4) == proto.version;
@@ -95,8 +98,7 @@ static void decoders(const uint8_t *data, size_t size, const struct loom_auth_ke
     /* the rest as the proof for this hello */
     if (size >= need + LOOM_AUTH_MSG_LEN + 4) {
         why[0] = '\0';
-        int rc = loom_hs_proof_check(&proto, k, data + need, ca, cc, msg, need, why,
-                                     sizeof why);
+        int rc = loom_hs_proof_check(&proto, k, data + need, ca, cc, msg, need, why, sizeof why);
         fail_if(rc < 0 && why[0] == '\0');
         if (rc == LOOM_HS_REFUSED) {
             size_t n;
@@ -104,16 +106,15 @@ static void decoders(const uint8_t *data, size_t size, const struct loom_auth_ke
             fail_if(res >= 0 || n > LOOM_HS_REASON_MAX);
             char text[LOOM_HS_REASON_MAX + 1];
             size_t have = size - need - LOOM_AUTH_MSG_LEN - 4;
-            loom_hs_reason_text(data + need + LOOM_AUTH_MSG_LEN + 4, n < have ? n : have,
-                                text, sizeof text);
+            loom_hs_reason_text(data + need + LOOM_AUTH_MSG_LEN + 4, n < have ? n : have, text,
+                                sizeof text);
         }
     }
     free(msg);
 }
 
 /* One side's state machine with data as everything the peer sends. */
-static void machine(const uint8_t *data, size_t size, const struct loom_auth_key *k,
-                    int accept)
+static void machine(const uint8_t *data, size_t size, const struct loom_auth_key *k, int accept)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
@@ -128,8 +129,7 @@ static void machine(const uint8_t *data, size_t size, const struct loom_auth_key
     shutdown(sv[0], SHUT_WR);
     struct loom_hs hs;
     loom_result_t res = accept ? loom_hs_accept(&hs, &proto, k, sv[1], "the fuzzer", NULL, 5.0)
-                               : loom_hs_connect(&hs, &proto, k, sv[1], "the fuzzer", "p", 1,
-                                                 5.0);
+                               : loom_hs_connect(&hs, &proto, k, sv[1], "the fuzzer", "p", 1, 5.0);
     fail_if(res != LOOM_SUCCESS);
     int rc = LOOM_HS_AGAIN;
     for (int i = 0; i < 16 && rc == LOOM_HS_AGAIN; i++)
@@ -159,15 +159,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const struct loom_auth_key *k = (data[0] & 4) ? &key : &none;
     switch (data[0] % 3) {
-    case 0:
-        decoders(data + 1, size - 1, k);
-        break;
-    case 1:
-        machine(data + 1, size - 1, k, 1);
-        break;
-    default:
-        machine(data + 1, size - 1, k, 0);
-        break;
+    case 0: decoders(data + 1, size - 1, k); break;
+    case 1: machine(data + 1, size - 1, k, 1); break;
+    default: machine(data + 1, size - 1, k, 0); break;
     }
     return 0;
 }

@@ -67,8 +67,8 @@ static void hello(const uint8_t *data, size_t size)
         int rc = loom_oob_hello_match(&h, rank, nranks, job, why, sizeof why);
         fail_if(rc != LOOM_HS_ACCEPT && rc != LOOM_HS_HOLD && rc != LOOM_HS_DROP);
         fail_if(rc == LOOM_HS_DROP && why[0] == '\0');
-        fail_if(rc == LOOM_HS_ACCEPT && (h.to != (uint32_t)rank ||
-                                         h.nranks != (uint32_t)nranks || h.job_id != job));
+        fail_if(rc == LOOM_HS_ACCEPT &&
+                (h.to != (uint32_t)rank || h.nranks != (uint32_t)nranks || h.job_id != job));
         fail_if(rc == LOOM_HS_HOLD && job != 0);
     }
     free(in);
@@ -103,15 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     switch (data[0] % 3) {
-    case 0:
-        preamble(data + 1, size - 1);
-        break;
-    case 1:
-        hello(data + 1, size - 1);
-        break;
-    default:
-        header(data + 1, size - 1);
-        break;
+    case 0: preamble(data + 1, size - 1); break;
+    case 1: hello(data + 1, size - 1); break;
+    default: header(data + 1, size - 1); break;
     }
     return 0;
 }

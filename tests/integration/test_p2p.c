@@ -49,8 +49,7 @@ static int rank_recv_first(int rank, int n, void *arg)
         uint64_t c = counts[k];
         float *s = xmalloc((size_t)n * c * 4), *r = xmalloc((size_t)n * c * 4);
         for (int p = 0; p < n; p++)
-            cc_fill(s + (size_t)p * c, LOOM_FLOAT32, LOOM_SUM, msg_seed(rank, p, k), rank, 0,
-                    c);
+            cc_fill(s + (size_t)p * c, LOOM_FLOAT32, LOOM_SUM, msg_seed(rank, p, k), rank, 0, c);
         for (int p = 0; p < n; p++) {
             if (p == rank)
                 continue;
@@ -59,9 +58,9 @@ static int rank_recv_first(int rank, int n, void *arg)
         }
         OK(loom_stream_synchronize(st));
         for (int p = 0; p < n; p++) {
-            int bad = p == rank ? 0
-                                : wrong(r + (size_t)p * c, LOOM_FLOAT32, msg_seed(p, rank, k),
-                                        p, c);
+            int bad = p == rank
+                          ? 0
+                          : wrong(r + (size_t)p * c, LOOM_FLOAT32, msg_seed(p, rank, k), p, c);
             if (bad)
                 FAIL("%llu floats from rank %d: element %d wrong", (unsigned long long)c, p,
                      bad - 1);
@@ -165,10 +164,10 @@ static int rank_tags(int rank, int n, void *arg)
     for (int k = 0; k < K; k++) {
         s[k] = xmalloc(counts[k] * 8 * (size_t)n);
         for (int p = 0; p < n; p++) {
-            cc_fill(s[k] + (size_t)p * counts[k], LOOM_FLOAT64, LOOM_SUM,
-                    msg_seed(rank, p, k), rank, 0, counts[k]);
-            OK(loom_send_tagged(s[k] + (size_t)p * counts[k], counts[k], LOOM_FLOAT64, p,
-                                tags[k], comm, NULL));
+            cc_fill(s[k] + (size_t)p * counts[k], LOOM_FLOAT64, LOOM_SUM, msg_seed(rank, p, k),
+                    rank, 0, counts[k]);
+            OK(loom_send_tagged(s[k] + (size_t)p * counts[k], counts[k], LOOM_FLOAT64, p, tags[k],
+                                comm, NULL));
         }
     }
     /* ... and receives them, blocking, last tag first: tag 5's two in the
@@ -216,16 +215,14 @@ static int rank_tags(int rank, int n, void *arg)
         FAIL("allreduce after tagged messages: %d", x);
     /* bad tags are refused, naming the tag */
     float v = 0;
-    if (loom_send_tagged(&v, 1, LOOM_FLOAT32, 0, -2, comm, NULL) !=
-            LOOM_ERROR_INVALID_ARGUMENT ||
+    if (loom_send_tagged(&v, 1, LOOM_FLOAT32, 0, -2, comm, NULL) != LOOM_ERROR_INVALID_ARGUMENT ||
         !strstr(loom_get_error_string(comm), "tag -2"))
         FAIL("negative tag: %s", loom_get_error_string(comm));
     if (loom_send_tagged(&v, 1, LOOM_FLOAT32, LOOM_ANY_SOURCE, 1, comm, NULL) !=
             LOOM_ERROR_INVALID_ARGUMENT ||
         !strstr(loom_get_error_string(comm), "peer -1"))
         FAIL("send to any source: %s", loom_get_error_string(comm));
-    if (loom_recv(&v, 1, LOOM_FLOAT32, LOOM_ANY_SOURCE, comm, NULL) !=
-        LOOM_ERROR_INVALID_ARGUMENT)
+    if (loom_recv(&v, 1, LOOM_FLOAT32, LOOM_ANY_SOURCE, comm, NULL) != LOOM_ERROR_INVALID_ARGUMENT)
         FAIL("untagged receive from any source accepted");
     OK(loom_barrier(comm, NULL));
     loom_comm_destroy(comm);
@@ -255,11 +252,11 @@ static int rank_any_source(int rank, int n, void *arg)
             int32_t *r = xmalloc((size_t)m * C * 4);
             int *from = xmalloc((size_t)m * sizeof *from);
             for (int i = 0; i < n - 1; i++)
-                OK(loom_recv_tagged(r + (size_t)i * C, C, LOOM_INT32, LOOM_ANY_SOURCE, 3,
-                                    &from[i], comm, st));
+                OK(loom_recv_tagged(r + (size_t)i * C, C, LOOM_INT32, LOOM_ANY_SOURCE, 3, &from[i],
+                                    comm, st));
             for (int i = n - 1; i < m; i++)
-                OK(loom_recv_tagged(r + (size_t)i * C, C, LOOM_INT32, LOOM_ANY_SOURCE,
-                                    LOOM_ANY_TAG, &from[i], comm, st));
+                OK(loom_recv_tagged(r + (size_t)i * C, C, LOOM_INT32, LOOM_ANY_SOURCE, LOOM_ANY_TAG,
+                                    &from[i], comm, st));
             OK(loom_stream_synchronize(st));
             int seen[2][16] = {{0}};
             for (int i = 0; i < m; i++) {
@@ -274,8 +271,7 @@ static int rank_any_source(int rank, int n, void *arg)
             }
             for (int f = 0; f < n; f++)
                 if (f != rank && (seen[0][f] != 1 || seen[1][f] != 1))
-                    FAIL("rank %d's messages seen %d and %d times", f, seen[0][f],
-                         seen[1][f]);
+                    FAIL("rank %d's messages seen %d and %d times", f, seen[0][f], seen[1][f]);
             free(r);
             free(from);
         }
@@ -355,8 +351,8 @@ int main(int argc, char **argv)
                 g_port = harness_free_port();
                 double t0 = harness_now();
                 int rc = harness_run(sizes[i], cases[c].fn, NULL, 90, st);
-                printf("%s %s %s %d ranks (%.1f s)\n", rc ? "FAIL" : "ok  ", t,
-                       cases[c].name, sizes[i], harness_now() - t0);
+                printf("%s %s %s %d ranks (%.1f s)\n", rc ? "FAIL" : "ok  ", t, cases[c].name,
+                       sizes[i], harness_now() - t0);
                 for (int r = 0; rc && r < sizes[i]; r++)
                     fprintf(stderr, "%s: rank %d exited with %d\n", cases[c].name, r, st[r]);
                 failed |= rc;

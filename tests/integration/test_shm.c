@@ -118,8 +118,7 @@ static int matrix_rank(int rank, int n, void *arg)
     struct loom_op small = {.kind = LOOM_OP_ALLREDUCE, .count = 256, .dtype = LOOM_FLOAT32};
     path = loom_shm_path_name(comm, &small);
     if (c->small && (!path || strcmp(path, c->small) != 0))
-        FAIL("a 1 KiB allreduce would go by %s, expected %s", path ? path : "nothing",
-             c->small);
+        FAIL("a 1 KiB allreduce would go by %s, expected %s", path ? path : "nothing", c->small);
     /* the last two: an engine chunk per rank and one more element (set per
      * dtype below), and a large count */
     uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003, 0, 1000003};
@@ -133,8 +132,9 @@ static int matrix_rank(int rank, int n, void *arg)
                 if ((kind == 1 || kind == 2) && oi > 0)
                     continue;
                 counts[6] = pipe ? pipe_chunk / loom_dtype_size((loom_dtype_t)t) + 1
-                                 : (uint64_t)n * (LOOM_SHM_CHUNK /
-                                                  loom_dtype_size((loom_dtype_t)t)) + 1;
+                                 : (uint64_t)n *
+                                           (LOOM_SHM_CHUNK / loom_dtype_size((loom_dtype_t)t)) +
+                                       1;
                 for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
                     for (int inplace = 0; inplace < 2; inplace++) {
                         if (kind == 2 && inplace)
@@ -282,8 +282,7 @@ static int mismatch_rank(int rank, int n, void *arg)
     loom_comm_t comm;
     if (join(c, rank, &comm) != LOOM_SUCCESS)
         return 1;
-    uint64_t count =
-        c->path && (!strcmp(c->path, "ll") || !strcmp(c->path, "copy")) ? 100 : 100003;
+    uint64_t count = c->path && (!strcmp(c->path, "ll") || !strcmp(c->path, "copy")) ? 100 : 100003;
     uint64_t mine = rank == 0 ? count + 8 : count;
     float *x = calloc(count + 8, sizeof *x);
     if (!x)
@@ -390,8 +389,7 @@ static int crowd_rank(int rank, int n, void *arg)
     struct loom_op big = {.kind = LOOM_OP_ALLREDUCE, .count = 1 << 20, .dtype = LOOM_FLOAT32};
     const char *path = loom_shm_path_name(comm, &big), *want = c->path ? c->path : "pipe";
     if (!path || strcmp(path, want) != 0)
-        FAIL("a 4 MiB allreduce would go by %s, expected %s", path ? path : "the network",
-             want);
+        FAIL("a 4 MiB allreduce would go by %s, expected %s", path ? path : "the network", want);
     big.count = 64;
     path = loom_shm_path_name(comm, &big);
     if (!c->algo && (!path || strcmp(path, "ll") != 0))
@@ -436,8 +434,7 @@ static const char *server_table(int servers, int per, char *path, size_t len)
     FILE *f = fopen(path, "w");
     if (!f)
         return NULL;
-    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"%d\", \"server_list\": [",
-            servers);
+    fprintf(f, "{\"version\": \"1.0\", \"server_count\": \"%d\", \"server_list\": [", servers);
     for (int s = 0; s < servers; s++) {
         fprintf(f, "%s{\"server_id\": \"127.0.0.%d\", \"host_ip\": \"127.0.0.%d\", "
                 "\"device\": [", s ? ", " : "", s + 2, s + 2);
@@ -491,19 +488,23 @@ int main(void)
     enum { NPATHS = 6 };
     static const char *const paths[NPATHS] = {"push", "copy", "read", "ll", "pipe", "pipe"};
     static const char *const pnames[NPATHS] = {
-        "push (read and write)", "two-copy", "read-only", "small-message lines",
-        "pipelined two-copy", "pipelined, forced for every size"};
+        "push (read and write)", "two-copy",           "read-only",
+        "small-message lines",   "pipelined two-copy", "pipelined, forced for every size"};
     /* every path but the chosen one (pipe, CMA refused or not) forced for
      * every size */
-    static const char *const algos[NPATHS] = {"shm_push", "shm_copy", "shm_read", "shm_ll",
-                                              NULL, "shm_pipe"};
+    static const char *const algos[NPATHS] = {"shm_push", "shm_copy", "shm_read",
+                                              "shm_ll",   NULL,       "shm_pipe"};
     static const char *const smalls[NPATHS] = {"push", "copy", "read", "ll", "ll", "pipe"};
     static const int no_cma[NPATHS] = {0, 1, 2, 0, 1, 0};
     struct cfg c;
     for (int p = 0; p < NPATHS; p++) {
         char name[96];
-        c = (struct cfg){.table = single, .expect = "shm", .no_cma = no_cma[p],
-                         .path = paths[p], .algo = algos[p], .small = smalls[p]};
+        c = (struct cfg){.table = single,
+                         .expect = "shm",
+                         .no_cma = no_cma[p],
+                         .path = paths[p],
+                         .algo = algos[p],
+                         .small = smalls[p]};
         snprintf(name, sizeof name, "matrix %s", pnames[p]);
         failed |= run(name, 4, matrix_rank, &c);
         snprintf(name, sizeof name, "mismatch %s: count", pnames[p]);
@@ -555,8 +556,11 @@ int main(void)
     c.later = 0;
     failed |= run("late failure: this call", 4, late_rank, &c);
     for (int p = 0; p < NPATHS && !skipped("kill"); p++) {
-        c = (struct cfg){.table = single, .kill_rank = 2, .passed = passed,
-                         .no_cma = no_cma[p], .algo = algos[p]};
+        c = (struct cfg){.table = single,
+                         .kill_rank = 2,
+                         .passed = passed,
+                         .no_cma = no_cma[p],
+                         .algo = algos[p]};
         atomic_store(passed, 0);
         int st[4];
         set_port();

@@ -61,8 +61,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: verbs_model_perf NRANKS BYTES ITERS WARMUP\n");
         return 2;
     }
-    struct cfg c = {harness_free_port(), strtoull(argv[2], NULL, 0), atoi(argv[3]),
-                    atoi(argv[4])};
+    struct cfg c = {harness_free_port(), strtoull(argv[2], NULL, 0), atoi(argv[3]), atoi(argv[4])};
     if (c.iters < 1)
         return 2;
     return harness_run(atoi(argv[1]), rank_main, &c, 300, NULL);

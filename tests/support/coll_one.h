@@ -21,8 +21,8 @@
 /* Collective kinds, in the order of enum loom_op_kind. */
 enum { K_ALLREDUCE, K_ALLGATHER, K_BROADCAST, K_REDUCE_SCATTER, K_REDUCE, K_NKINDS };
 
-static const char *const kname[K_NKINDS] = {"allreduce", "allgather", "broadcast",
-                                            "reduce_scatter", "reduce"};
+static const char *const kname[K_NKINDS] = {"allreduce", "allgather", "broadcast", "reduce_scatter",
+                                            "reduce"};
 static const loom_redop_t ops[] = {LOOM_SUM, LOOM_PROD, LOOM_MIN, LOOM_MAX, LOOM_AVG};
 
 /* Failures on this rank; only the first 10 are printed. */
@@ -45,8 +45,8 @@ static void fail_msg(int rank, const char *fmt, ...)
 /* One call of kind (K_*) on count elements; the root, where there is one,
  * is seed % n. Reports at most 3 wrong elements per call. Returns 0 when
  * the call succeeded and its result checks. */
-static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
-               loom_redop_t op, uint64_t count, int inplace, uint64_t seed)
+static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t, loom_redop_t op,
+               uint64_t count, int inplace, uint64_t seed)
 {
     if (kind < 0 || kind >= K_NKINDS) {
         FAIL("one: no collective kind %d", kind);
@@ -57,8 +57,7 @@ static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
     const char *place = inplace ? "in-place" : "out-of-place";
     char *a = malloc(full + 64), *b = malloc(full + 64);
     if (!a || !b) {
-        FAIL("%s %s count %" PRIu64 ": out of memory", kname[kind], loom_dtype_name(t),
-             count);
+        FAIL("%s %s count %" PRIu64 ": out of memory", kname[kind], loom_dtype_name(t), count);
         free(a);
         free(b);
         return 1;
@@ -85,7 +84,8 @@ static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
             for (uint64_t i = 0; i < count && bad < 3; i++)
                 if (!cc_check_copy(b, (uint64_t)r * count + i, t, seed, r, i))
                     bad++, FAIL("allgather %s count %" PRIu64 " %s: block %d element %" PRIu64
-                                " wrong", loom_dtype_name(t), count, place, r, i);
+                                " wrong",
+                                loom_dtype_name(t), count, place, r, i);
         break;
     }
     case K_BROADCAST:
@@ -107,20 +107,19 @@ static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
         res = loom_reduce_scatter(a, out, count, t, op, comm, NULL);
         for (uint64_t i = 0; res == LOOM_SUCCESS && i < count && bad < 3; i++)
             if (!cc_check_reduced(out, i, t, op, seed, n, (uint64_t)rank * count + i))
-                bad++, FAIL("reduce_scatter %s %s count %" PRIu64 " %s: element %" PRIu64
-                            " wrong", loom_dtype_name(t), loom_redop_name(op), count, place, i);
+                bad++, FAIL("reduce_scatter %s %s count %" PRIu64 " %s: element %" PRIu64 " wrong",
+                            loom_dtype_name(t), loom_redop_name(op), count, place, i);
         break;
     }
     case K_REDUCE: {
         char *out = inplace ? a : b;
         cc_fill(a, t, op, seed, rank, 0, count);
-        res = loom_reduce(a, inplace ? a : (rank == root ? b : NULL), count, t, op, root,
-                          comm, NULL);
+        res = loom_reduce(a, inplace ? a : (rank == root ? b : NULL), count, t, op, root, comm,
+                          NULL);
         for (uint64_t i = 0; res == LOOM_SUCCESS && rank == root && i < count && bad < 3; i++)
             if (!cc_check_reduced(out, i, t, op, seed, n, i))
-                bad++, FAIL("reduce %s %s count %" PRIu64 " root %d %s: element %" PRIu64
-                            " wrong", loom_dtype_name(t), loom_redop_name(op), count, root,
-                            place, i);
+                bad++, FAIL("reduce %s %s count %" PRIu64 " root %d %s: element %" PRIu64 " wrong",
+                            loom_dtype_name(t), loom_redop_name(op), count, root, place, i);
         break;
     }
     }
@@ -133,8 +132,8 @@ static int one(loom_comm_t comm, int rank, int n, int kind, loom_dtype_t t,
         size_t outb = kind == K_ALLGATHER ? full : (size_t)count * es;
         for (size_t k = outb; k < outb + 64; k++)
             if ((unsigned char)b[k] != 0xa5) {
-                FAIL("%s %s count %" PRIu64 ": byte %zu past the output was written",
-                     kname[kind], loom_dtype_name(t), count, k - outb);
+                FAIL("%s %s count %" PRIu64 ": byte %zu past the output was written", kname[kind],
+                     loom_dtype_name(t), count, k - outb);
                 bad++;
                 break;
             }

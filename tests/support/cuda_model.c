@@ -47,9 +47,9 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-    uint64_t recorded;  /* records enqueued (under the lock)            */
-    uint64_t done;      /* records run (atomic)                         */
-    int destroyed;      /* freed once its last record has run           */
+    uint64_t recorded;              /* records enqueued (under the lock)            */
+    uint64_t done;                  /* records run (atomic)                         */
+    int destroyed;                  /* freed once its last record has run           */
     struct CUevent_st *prev, *next; /* every live event (fk.events)     */
 };
 
@@ -61,23 +61,75 @@ struct CUfunc_st {
 };
 
 enum fk_entry {
-    E_INIT, E_DRIVER_VERSION, E_ERROR_NAME, E_ERROR_STRING, E_DEVICE_COUNT, E_DEVICE_GET,
-    E_PRIMARY_RETAIN, E_PRIMARY_RELEASE, E_CTX_GET, E_CTX_SET, E_CTX_PUSH, E_CTX_POP,
-    E_CTX_DEVICE, E_STREAM_CTX, E_STREAM_CREATE, E_STREAM_DESTROY, E_STREAM_SYNC,
-    E_EVENT_CREATE, E_EVENT_DESTROY, E_EVENT_RECORD, E_EVENT_QUERY, E_HOST_REGISTER,
-    E_HOST_UNREGISTER, E_HOST_DEVPTR, E_PTR_ATTRS, E_MEMCPY, E_MEMCPY2D, E_WRITE32,
-    E_WAIT32, E_MODULE_LOAD, E_MODULE_UNLOAD, E_MODULE_FUNCTION, E_LAUNCH, E_COUNT
+    E_INIT,
+    E_DRIVER_VERSION,
+    E_ERROR_NAME,
+    E_ERROR_STRING,
+    E_DEVICE_COUNT,
+    E_DEVICE_GET,
+    E_PRIMARY_RETAIN,
+    E_PRIMARY_RELEASE,
+    E_CTX_GET,
+    E_CTX_SET,
+    E_CTX_PUSH,
+    E_CTX_POP,
+    E_CTX_DEVICE,
+    E_STREAM_CTX,
+    E_STREAM_CREATE,
+    E_STREAM_DESTROY,
+    E_STREAM_SYNC,
+    E_EVENT_CREATE,
+    E_EVENT_DESTROY,
+    E_EVENT_RECORD,
+    E_EVENT_QUERY,
+    E_HOST_REGISTER,
+    E_HOST_UNREGISTER,
+    E_HOST_DEVPTR,
+    E_PTR_ATTRS,
+    E_MEMCPY,
+    E_MEMCPY2D,
+    E_WRITE32,
+    E_WAIT32,
+    E_MODULE_LOAD,
+    E_MODULE_UNLOAD,
+    E_MODULE_FUNCTION,
+    E_LAUNCH,
+    E_COUNT
 };
 
-const char *const cuda_model_entry_names[E_COUNT] = {
-    "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount",
-    "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent",
-    "cuCtxSetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetDevice",
-    "cuStreamGetCtx", "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize",
-    "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventQuery", "cuMemHostRegister",
-    "cuMemHostUnregister", "cuMemHostGetDevicePointer", "cuPointerGetAttributes",
-    "cuMemcpyAsync", "cuMemcpy2DAsync", "cuStreamWriteValue32", "cuStreamWaitValue32",
-    "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel"};
+const char *const cuda_model_entry_names[E_COUNT] = {"cuInit",
+                                                     "cuDriverGetVersion",
+                                                     "cuGetErrorName",
+                                                     "cuGetErrorString",
+                                                     "cuDeviceGetCount",
+                                                     "cuDeviceGet",
+                                                     "cuDevicePrimaryCtxRetain",
+                                                     "cuDevicePrimaryCtxRelease",
+                                                     "cuCtxGetCurrent",
+                                                     "cuCtxSetCurrent",
+                                                     "cuCtxPushCurrent",
+                                                     "cuCtxPopCurrent",
+                                                     "cuCtxGetDevice",
+                                                     "cuStreamGetCtx",
+                                                     "cuStreamCreate",
+                                                     "cuStreamDestroy",
+                                                     "cuStreamSynchronize",
+                                                     "cuEventCreate",
+                                                     "cuEventDestroy",
+                                                     "cuEventRecord",
+                                                     "cuEventQuery",
+                                                     "cuMemHostRegister",
+                                                     "cuMemHostUnregister",
+                                                     "cuMemHostGetDevicePointer",
+                                                     "cuPointerGetAttributes",
+                                                     "cuMemcpyAsync",
+                                                     "cuMemcpy2DAsync",
+                                                     "cuStreamWriteValue32",
+                                                     "cuStreamWaitValue32",
+                                                     "cuModuleLoadData",
+                                                     "cuModuleUnload",
+                                                     "cuModuleGetFunction",
+                                                     "cuLaunchKernel"};
 const int cuda_model_nentries = E_COUNT;
 
 static struct {
@@ -92,7 +144,10 @@ static struct {
     struct devmem dev;
     char *managed;
     size_t managed_size, managed_used;
-    struct { char *p; size_t n; } regs[FK_MAX_REGS];
+    struct {
+        char *p;
+        size_t n;
+    } regs[FK_MAX_REGS];
     unsigned calls[E_COUNT], fail_nth[E_COUNT];
     CUresult fail_err[E_COUNT];
     unsigned copy_nth;
@@ -101,7 +156,8 @@ static struct {
     struct CUmod_st module;
     struct CUfunc_st wait_fn;
     unsigned seed;
-} fk = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+} fk = {.lock = PTHREAD_MUTEX_INITIALIZER,
+        .work = PTHREAD_COND_INITIALIZER,
         .idle = PTHREAD_COND_INITIALIZER};
 
 static __thread struct CUctx_st *ctx_stack[16];
@@ -125,11 +181,11 @@ static CUresult enter(enum fk_entry e)
     pthread_mutex_unlock(&fk.lock);
     return rc;
 }
-#define ENTER(e)                                                               \
-    do {                                                                       \
-        CUresult rc_ = enter(e);                                               \
-        if (rc_ != CUDA_SUCCESS)                                               \
-            return rc_;                                                        \
+#define ENTER(e)                                                                                   \
+    do {                                                                                           \
+        CUresult rc_ = enter(e);                                                                   \
+        if (rc_ != CUDA_SUCCESS)                                                                   \
+            return rc_;                                                                            \
     } while (0)
 
 static CUresult sticky(void)
@@ -663,7 +719,7 @@ static CUresult f_event_query(CUevent ev)
     uint64_t rec = ev->recorded;
     pthread_mutex_unlock(&fk.lock);
     return __atomic_load_n(&ev->done, __ATOMIC_ACQUIRE) >= rec ? CUDA_SUCCESS
-                                                                : CUDA_ERROR_NOT_READY;
+                                                               : CUDA_ERROR_NOT_READY;
 }
 
 static CUresult f_host_register(void *p, size_t n, unsigned int flags)
@@ -709,7 +765,8 @@ static CUresult f_ptr_attrs(unsigned int n, CUpointer_attribute *attrs, void **d
         switch (attrs[i]) {
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
             *(unsigned int *)data[i] = m == M_DEVICE || m == M_MANAGED ? CU_MEMORYTYPE_DEVICE
-                                       : m == M_PINNED ? CU_MEMORYTYPE_HOST : 0;
+                                       : m == M_PINNED                 ? CU_MEMORYTYPE_HOST
+                                                                       : 0;
             break;
         case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned char *)data[i] = m == M_MANAGED; break;
         default: return CUDA_ERROR_INVALID_VALUE;
@@ -718,8 +775,8 @@ static CUresult f_ptr_attrs(unsigned int n, CUpointer_attribute *attrs, void **d
     return CUDA_SUCCESS;
 }
 
-static CUresult copy_cmd(char *dst, size_t dpitch, const char *src, size_t spitch,
-                         size_t width, size_t rows, CUstream s)
+static CUresult copy_cmd(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width,
+                         size_t rows, CUstream s)
 {
     if (sticky())
         return sticky();
@@ -731,12 +788,18 @@ static CUresult copy_cmd(char *dst, size_t dpitch, const char *src, size_t spitc
     if (md == M_PAGEABLE || ms == M_PAGEABLE)
         fk.stats.pageable_copies++;
     unsigned delay = cuda_model.max_delay_us ? (unsigned)rand_r(&fk.seed) % cuda_model.max_delay_us
-                                            : 0;
+                                             : 0;
     pthread_mutex_unlock(&fk.lock);
     if (md == M_BAD || ms == M_BAD)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fcmd c = {.kind = F_COPY, .dst = dst, .src = src, .dpitch = dpitch,
-                     .spitch = spitch, .width = width, .rows = rows, .delay_us = delay};
+    struct fcmd c = {.kind = F_COPY,
+                     .dst = dst,
+                     .src = src,
+                     .dpitch = dpitch,
+                     .spitch = spitch,
+                     .width = width,
+                     .rows = rows,
+                     .delay_us = delay};
     return push_cmd(s, &c);
 }
 
@@ -750,12 +813,12 @@ static CUresult f_memcpy2d(const CUDA_MEMCPY2D *c, CUstream s)
 {
     ENTER(E_MEMCPY2D);
     if (c->srcMemoryType != CU_MEMORYTYPE_UNIFIED || c->dstMemoryType != CU_MEMORYTYPE_UNIFIED ||
-        c->srcXInBytes || c->srcY || c->dstXInBytes || c->dstY ||
-        c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes || !c->Height)
+        c->srcXInBytes || c->srcY || c->dstXInBytes || c->dstY || c->srcPitch < c->WidthInBytes ||
+        c->dstPitch < c->WidthInBytes || !c->Height)
         return CUDA_ERROR_INVALID_VALUE;
     return copy_cmd((char *)(uintptr_t)c->dstDevice, c->dstPitch,
-                    (const char *)(uintptr_t)c->srcDevice, c->srcPitch, c->WidthInBytes,
-                    c->Height, s);
+                    (const char *)(uintptr_t)c->srcDevice, c->srcPitch, c->WidthInBytes, c->Height,
+                    s);
 }
 
 static CUresult f_write32(CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned int flags)

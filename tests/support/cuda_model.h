@@ -22,11 +22,11 @@
 #include "cuda_driver.h"
 
 struct cuda_model_knobs {
-    int ndevices;            /* devices the fake has (default 2)          */
-    unsigned max_delay_us;   /* copies take 0..max_delay_us (default 200) */
-    int memops_refused;      /* cuStreamWrite/WaitValue32: NOT_SUPPORTED  */
-    int ignore_waits;        /* BROKEN: stream waits never hold a stream  */
-    int write_at_enqueue;    /* BROKEN: cuStreamWriteValue32 stores at the
+    int ndevices;          /* devices the fake has (default 2)          */
+    unsigned max_delay_us; /* copies take 0..max_delay_us (default 200) */
+    int memops_refused;    /* cuStreamWrite/WaitValue32: NOT_SUPPORTED  */
+    int ignore_waits;      /* BROKEN: stream waits never hold a stream  */
+    int write_at_enqueue;  /* BROKEN: cuStreamWriteValue32 stores at the
                                 call instead of in stream order            */
 };
 /* Set before cuda_model_install (or between tests in one process). */
@@ -67,9 +67,9 @@ extern const int cuda_model_nentries;
 
 /* What the fake saw that the adapter should not do. */
 struct cuda_model_stats {
-    unsigned pageable_copies;  /* async copies to or from unpinned memory */
-    unsigned bad_addresses;    /* copies outside any allocation           */
-    unsigned host_registers;   /* cuMemHostRegister calls that succeeded  */
+    unsigned pageable_copies; /* async copies to or from unpinned memory */
+    unsigned bad_addresses;   /* copies outside any allocation           */
+    unsigned host_registers;  /* cuMemHostRegister calls that succeeded  */
 };
 struct cuda_model_stats cuda_model_stats(void);
 

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 struct devmem {
-    char *dev;      /* PROT_NONE: the "device" addresses */
-    char *alias;    /* the same pages, read/write        */
+    char *dev;   /* PROT_NONE: the "device" addresses */
+    char *alias; /* the same pages, read/write        */
     size_t size, used;
 };
 

@@ -45,8 +45,8 @@ static inline double harness_now(void)
  * between two calls waits until the others are out of the earlier one. */
 static inline atomic_int *harness_counter_new(void)
 {
-    atomic_int *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_int *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                         0);
     if (c == MAP_FAILED)
         return NULL;
     atomic_init(c, 0);
@@ -71,8 +71,7 @@ static inline int harness_counter_wait(atomic_int *c, int want, double secs)
 
 /* Returns 0 when every rank exited 0. status[r] gets each exit code (or
  * 128+signal, or -1 for killed at the timeout) when status != NULL. */
-static inline int harness_run(int n, harness_fn fn, void *arg, double timeout_s,
-                              int *status)
+static inline int harness_run(int n, harness_fn fn, void *arg, double timeout_s, int *status)
 {
     pid_t *pids = calloc((size_t)n, sizeof *pids);
     int *st = status ? status : calloc((size_t)n, sizeof *st);
@@ -113,8 +112,9 @@ static inline int harness_run(int n, harness_fn fn, void *arg, double timeout_s,
         if (harness_now() > deadline) {
             for (int r = 0; r < n; r++)
                 if (pids[r] > 0) {
-                    fprintf(stderr, "harness: rank %d (pid %d) still running after %.0f s: killed\n",
-                            r, (int)pids[r], timeout_s);
+                    fprintf(stderr,
+                            "harness: rank %d (pid %d) still running after %.0f s: killed\n", r,
+                            (int)pids[r], timeout_s);
                     kill(pids[r], SIGKILL);
                     waitpid(pids[r], NULL, 0);
                     st[r] = -1;

@@ -39,8 +39,8 @@ static inline double mp_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static inline unsigned mp_run(int nranks, mp_rank_fn fn, void *arg,
-                              double timeout_s, unsigned may_die)
+static inline unsigned mp_run(int nranks, mp_rank_fn fn, void *arg, double timeout_s,
+                              unsigned may_die)
 {
     pid_t pids[32];
     unsigned failed = 0;
@@ -83,8 +83,7 @@ static inline unsigned mp_run(int nranks, mp_rank_fn fn, void *arg,
     }
     for (int r = 0; r < nranks; r++) {
         if (pids[r] > 0) {
-            fprintf(stderr, "rank %d still running after %.1f s: killed\n", r,
-                    timeout_s);
+            fprintf(stderr, "rank %d still running after %.1f s: killed\n", r, timeout_s);
             kill(pids[r], SIGKILL);
             waitpid(pids[r], NULL, 0);
             failed |= 1u << r;

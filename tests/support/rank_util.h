@@ -12,20 +12,19 @@
 /* rank 0's port, chosen by the parent before the ranks are forked */
 static int g_port;
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, "rank %d: %s:%d: ", rank, __func__, __LINE__);         \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        return 1;                                                              \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "rank %d: %s:%d: ", rank, __func__, __LINE__);                             \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        return 1;                                                                                  \
     } while (0)
 
-#define OK(call)                                                               \
-    do {                                                                       \
-        loom_result_t r_ = (call);                                             \
-        if (r_ != LOOM_SUCCESS)                                                \
-            FAIL("%s: %s: %s", #call, loom_result_string(r_),                  \
-                 loom_get_error_string(comm));                                 \
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        loom_result_t r_ = (call);                                                                 \
+        if (r_ != LOOM_SUCCESS)                                                                    \
+            FAIL("%s: %s: %s", #call, loom_result_string(r_), loom_get_error_string(comm));        \
     } while (0)
 
 static inline loom_comm_t join(int rank, int n)

@@ -59,8 +59,8 @@ static void rt_corpus_check(const char *dir, const struct corpus_case *c)
     data_path(path, sizeof path, dir, c->file);
 
     loom_result_t res = loom_ranktable_load(path, &t, &diag);
-    ck_assert_msg(res == c->result, "%s: got %s, want %s", c->file,
-                  loom_result_string(res), loom_result_string(c->result));
+    ck_assert_msg(res == c->result, "%s: got %s, want %s", c->file, loom_result_string(res),
+                  loom_result_string(c->result));
     if (res == LOOM_SUCCESS)
         ck_assert_ptr_nonnull(t);
     else
@@ -80,12 +80,11 @@ static void rt_corpus_check(const char *dir, const struct corpus_case *c)
             loom_diag_severity_t sev;
             const char *p, *m;
             ck_assert_int_eq(loom_diag_get(diag, i, &sev, &p, &m), LOOM_SUCCESS);
-            if (!used[i] && sev == x->sev && strcmp(p, x->path) == 0 &&
-                strcmp(m, x->message) == 0)
+            if (!used[i] && sev == x->sev && strcmp(p, x->path) == 0 && strcmp(m, x->message) == 0)
                 used[i] = found = 1;
         }
-        ck_assert_msg(found, "%s: no %s \"%s: %s\"", c->file,
-                      x->sev == E ? "error" : "warning", x->path, x->message);
+        ck_assert_msg(found, "%s: no %s \"%s: %s\"", c->file, x->sev == E ? "error" : "warning",
+                      x->path, x->message);
     }
     for (size_t i = 0; i < got; i++) {
         const char *p, *m;

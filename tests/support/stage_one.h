@@ -56,17 +56,16 @@ struct sc_mem {
  * (in place: one buffer, in sp; broadcast: one buffer, in sp). Enqueued on
  * stream s, then the stream synchronized. The root is seed % n. Returns 0
  * when the call succeeded and its result checks. */
-static int sc_one(loom_comm_t comm, loom_stream_t s, int rank, int n, int kind,
-                  loom_dtype_t t, loom_redop_t op, uint64_t count, int inplace,
-                  enum sc_place sp, enum sc_place rp, uint64_t seed,
-                  const struct sc_mem *m)
+static int sc_one(loom_comm_t comm, loom_stream_t s, int rank, int n, int kind, loom_dtype_t t,
+                  loom_redop_t op, uint64_t count, int inplace, enum sc_place sp, enum sc_place rp,
+                  uint64_t seed, const struct sc_mem *m)
 {
     size_t es = loom_dtype_size(t), blk = (size_t)count * es, all = blk * (size_t)n;
     int root = (int)(seed % (uint64_t)n), bad = 0;
     char what[160];
     snprintf(what, sizeof what, "%s %s %s count %" PRIu64 " %s send %s recv %s", sc_kind_name[kind],
-             loom_dtype_name(t), loom_redop_name(op), count,
-             inplace ? "in-place" : "out-of-place", sc_place_name[sp], sc_place_name[rp]);
+             loom_dtype_name(t), loom_redop_name(op), count, inplace ? "in-place" : "out-of-place",
+             sc_place_name[sp], sc_place_name[rp]);
     if (inplace || kind == SC_BROADCAST)
         rp = sp;
     size_t sbytes = kind == SC_REDUCE_SCATTER ? all : blk;
@@ -109,9 +108,7 @@ static int sc_one(loom_comm_t comm, loom_stream_t s, int rank, int n, int kind,
     case SC_ALLREDUCE: res = loom_allreduce(sbuf, rbuf, count, t, op, comm, s); break;
     case SC_ALLGATHER: res = loom_allgather(sbuf, rbuf, count, t, comm, s); break;
     case SC_BROADCAST: res = loom_broadcast(sbuf, count, t, root, comm, s); break;
-    case SC_REDUCE_SCATTER:
-        res = loom_reduce_scatter(sbuf, rbuf, count, t, op, comm, s);
-        break;
+    case SC_REDUCE_SCATTER: res = loom_reduce_scatter(sbuf, rbuf, count, t, op, comm, s); break;
     default: res = loom_reduce(sbuf, rbuf, count, t, op, root, comm, s); break;
     }
     if (res == LOOM_SUCCESS)
@@ -125,9 +122,7 @@ static int sc_one(loom_comm_t comm, loom_stream_t s, int rank, int n, int kind,
         int ok = 1;
         switch (kind) {
         case SC_ALLREDUCE: ok = cc_check_reduced(rv, i, t, op, seed, n, i); break;
-        case SC_REDUCE:
-            ok = rank != root || cc_check_reduced(rv, i, t, op, seed, n, i);
-            break;
+        case SC_REDUCE: ok = rank != root || cc_check_reduced(rv, i, t, op, seed, n, i); break;
         case SC_REDUCE_SCATTER:
             ok = cc_check_reduced(rv, i, t, op, seed, n, (uint64_t)rank * count + i);
             break;

@@ -54,8 +54,7 @@ static inline void txu_teardown(struct loom_tx *tx)
 
 /* Progress until the n requests are done: the first failure among them,
  * the progress error, or LOOM_ERROR_TIMEOUT after secs (errmsg says so). */
-static inline loom_result_t txu_wait(struct loom_tx *tx, struct loom_tx_req *r, int n,
-                                     double secs)
+static inline loom_result_t txu_wait(struct loom_tx *tx, struct loom_tx_req *r, int n, double secs)
 {
     double until = mp_now() + secs;
     for (;;) {
@@ -79,11 +78,11 @@ static inline loom_result_t txu_wait(struct loom_tx *tx, struct loom_tx_req *r, 
 }
 
 /* Connect to peer, then isend (send) or irecv r: 0, or -1. */
-static inline int txu_post(struct loom_tx *tx, struct loom_tx_req *r, int peer, int send,
-                           void *buf, size_t len, uint32_t tag, uint32_t desc)
+static inline int txu_post(struct loom_tx *tx, struct loom_tx_req *r, int peer, int send, void *buf,
+                           size_t len, uint32_t tag, uint32_t desc)
 {
-    *r = (struct loom_tx_req){.peer = peer, .buf = buf, .len = len, .tag = tag, .desc = desc,
-                              .count = len};
+    *r = (struct loom_tx_req){
+        .peer = peer, .buf = buf, .len = len, .tag = tag, .desc = desc, .count = len};
     if (tx->ops->connect(tx, peer) != LOOM_SUCCESS)
         return -1;
     return send ? tx->ops->isend(tx, r) : tx->ops->irecv(tx, r);

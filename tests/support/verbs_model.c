@@ -46,33 +46,33 @@
 
 #include "verbs_model.h"
 
-#define VM_MAGIC 0x314d564cu        /* "LVM1" */
+#define VM_MAGIC 0x314d564cu /* "LVM1" */
 #define VM_MAX_PROCS 64
 #define VM_MAX_QPS 128
 #define VM_REQ_RING (256 * 1024)
 #define VM_RESP_RING (32 * 1024)
-#define VM_SEG (16 * 1024)          /* payload bytes per packet           */
+#define VM_SEG (16 * 1024) /* payload bytes per packet           */
 #define VM_QPN_BASE 0x100
 #define VM_MAX_SGE 4
 #define VM_MAX_WR 4096
 #define VM_MAX_INLINE 256
 #define VM_MAX_CQE 65536
-#define VM_MAX_MSG (1u << 30)       /* port max_msg_sz                    */
-#define VM_VENDOR 0x4d00u           /* vendor_err = VM_VENDOR | syndrome  */
+#define VM_MAX_MSG (1u << 30) /* port max_msg_sz                    */
+#define VM_VENDOR 0x4d00u     /* vendor_err = VM_VENDOR | syndrome  */
 
 /* ---- the shared segment ---- */
 
 struct vm_ring {
-    pthread_mutex_t lock;           /* producers; robust, process-shared  */
-    _Atomic uint64_t head, tail;    /* bytes consumed / produced          */
+    pthread_mutex_t lock;        /* producers; robust, process-shared  */
+    _Atomic uint64_t head, tail; /* bytes consumed / produced          */
 };
 
 struct vm_slot {
     _Atomic int used;
-    _Atomic uint32_t gen;           /* bumped at each allocation          */
+    _Atomic uint32_t gen; /* bumped at each allocation          */
     _Atomic int pid;
     _Atomic int proc;
-    _Atomic int state;              /* the QP's state, for its peers      */
+    _Atomic int state; /* the QP's state, for its peers      */
     _Atomic int dev, port;
     struct vm_ring req, resp;
     uint8_t req_data[VM_REQ_RING];
@@ -81,7 +81,7 @@ struct vm_slot {
 
 struct vm_proc {
     _Atomic int pid;
-    _Atomic uint32_t bell;          /* futex: something for its adapter   */
+    _Atomic uint32_t bell; /* futex: something for its adapter   */
 };
 
 struct vm_port_sh {
@@ -114,15 +114,15 @@ enum vm_pkt_type {
     VM_PKT_REQ = 1,
     VM_PKT_ACK = 2,
     VM_PKT_NAK = 3,
-    VM_PKT_PAD = 4,                 /* skip to the ring's start           */
+    VM_PKT_PAD = 4, /* skip to the ring's start           */
 };
 enum vm_nak {
-    VM_NAK_SEQ = 1,                 /* PSN sequence error [IBA 9.7.5.2.2] */
-    VM_NAK_RNR = 2,                 /* receiver not ready                 */
-    VM_NAK_ACCESS = 3,              /* remote access error                */
-    VM_NAK_INVREQ = 4,              /* invalid request                    */
-    VM_NAK_LOST = 5,                /* model: no answer will come (the    */
-                                    /* requester's ACK timer runs out)    */
+    VM_NAK_SEQ = 1,    /* PSN sequence error [IBA 9.7.5.2.2] */
+    VM_NAK_RNR = 2,    /* receiver not ready                 */
+    VM_NAK_ACCESS = 3, /* remote access error                */
+    VM_NAK_INVREQ = 4, /* invalid request                    */
+    VM_NAK_LOST = 5,   /* model: no answer will come (the    */
+                       /* requester's ACK timer runs out)    */
 };
 #define VM_F_FIRST 0x1u
 #define VM_F_LAST 0x2u
@@ -131,7 +131,7 @@ struct vm_pkt {
     uint32_t type, op, psn, src_qpn;
     uint32_t len, flags, rkey, imm;
     uint64_t raddr, msg_len;
-    uint32_t syndrome, size;        /* size: header + payload, 8-aligned  */
+    uint32_t syndrome, size; /* size: header + payload, 8-aligned  */
 };
 
 /* ---- process-local objects ---- */
@@ -155,7 +155,7 @@ struct vm_mr {
 
 struct vm_channel {
     struct ibv_comp_channel ib;
-    struct vm_cq *events[64];       /* CQs with an event not yet taken    */
+    struct vm_cq *events[64]; /* CQs with an event not yet taken    */
     int nevents;
     int cqs;
 };
@@ -165,7 +165,7 @@ struct vm_channel {
  * consumed, so a sender that never signals runs out of send queue. */
 struct vm_cqe_meta {
     struct vm_qp *qp;
-    uint32_t sq_idx;              /* send entries up to this one are free */
+    uint32_t sq_idx; /* send entries up to this one are free */
     int is_send;
 };
 
@@ -173,9 +173,9 @@ struct vm_cq {
     struct ibv_cq ib;
     struct ibv_wc *wc;
     struct vm_cqe_meta *meta;
-    int cap;                        /* what it really holds               */
+    int cap; /* what it really holds               */
     int head, count;
-    int error;                      /* overran: unusable [poll_cq]        */
+    int error; /* overran: unusable [poll_cq]        */
     int armed;
     int qps;
     struct vm_channel *ch;
@@ -193,9 +193,9 @@ struct vm_wqe {
     uint64_t len, raddr;
     uint32_t rkey, imm;
     uint32_t first_psn, last_psn;
-    int started;                    /* its first packet went out          */
-    int sent;                       /* every packet is out                */
-    int checked;                    /* local keys checked                 */
+    int started; /* its first packet went out          */
+    int sent;    /* every packet is out                */
+    int checked; /* local keys checked                 */
 };
 
 struct vm_rwqe {
@@ -222,11 +222,11 @@ struct vm_qp {
     uint32_t dest_gen;
     /* send queue: a ring of cap.max_send_wr entries */
     struct vm_wqe *sq;
-    uint32_t sq_free;               /* entries before it may be reused    */
+    uint32_t sq_free; /* entries before it may be reused    */
     uint32_t sq_head, sq_tail, sq_tx;
     uint64_t tx_off;
     uint32_t next_psn;
-    double loss_since;              /* no answer expected since (0: none) */
+    double loss_since; /* no answer expected since (0: none) */
     double resend_at;
     double next_alive_check;
     int rnr_left;
@@ -249,9 +249,9 @@ static char sysfs_dir[256];
 static pid_t creator;
 
 static struct {
-    pid_t pid;                      /* whose state this is (fork resets)  */
+    pid_t pid; /* whose state this is (fork resets)  */
     pthread_mutex_t lock;
-    int proc;                       /* our doorbell slot                  */
+    int proc; /* our doorbell slot                  */
     pthread_t thread;
     int running, stop;
     int nctx;
@@ -259,7 +259,7 @@ static struct {
     struct vm_mr *mrs;
     struct vm_cq *cqs;
     struct ibv_device devs[VMODEL_MAX_DEVS];
-    int bad_rkey;                   /* faults                             */
+    int bad_rkey; /* faults                             */
     int cq_size;
     struct vmodel_stats st;
 } vm = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -378,8 +378,7 @@ static void ring_init(struct vm_ring *r)
 
 /* ---- completions ---- */
 
-static void cq_push(struct vm_cq *cq, const struct ibv_wc *wc, struct vm_qp *qp,
-                    uint32_t sq_idx);
+static void cq_push(struct vm_cq *cq, const struct ibv_wc *wc, struct vm_qp *qp, uint32_t sq_idx);
 
 static const char *status_str(enum ibv_wc_status s)
 {
@@ -420,15 +419,19 @@ static void qp_error(struct vm_qp *qp)
     qp_set_state(qp, IBV_QPS_ERR);
     for (; qp->sq_head != qp->sq_tail; qp->sq_head++) {
         struct vm_wqe *w = &qp->sq[qp->sq_head % qp->cap.max_send_wr];
-        struct ibv_wc wc = {.wr_id = w->wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-                            .vendor_err = VM_VENDOR | 0x5, .qp_num = qp->ib.qp_num};
+        struct ibv_wc wc = {.wr_id = w->wr_id,
+                            .status = IBV_WC_WR_FLUSH_ERR,
+                            .vendor_err = VM_VENDOR | 0x5,
+                            .qp_num = qp->ib.qp_num};
         cq_push(qp->scq, &wc, qp, qp->sq_head);
     }
     qp->sq_tx = qp->sq_head;
     for (; qp->rq_head != qp->rq_tail; qp->rq_head++) {
         struct vm_rwqe *w = &qp->rq[qp->rq_head % qp->cap.max_recv_wr];
-        struct ibv_wc wc = {.wr_id = w->wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-                            .opcode = IBV_WC_RECV, .vendor_err = VM_VENDOR | 0x5,
+        struct ibv_wc wc = {.wr_id = w->wr_id,
+                            .status = IBV_WC_WR_FLUSH_ERR,
+                            .opcode = IBV_WC_RECV,
+                            .vendor_err = VM_VENDOR | 0x5,
                             .qp_num = qp->ib.qp_num};
         cq_push(qp->rcq, &wc, NULL, 0);
     }
@@ -439,8 +442,7 @@ static void qp_error(struct vm_qp *qp)
  * queue pairs go to the error state [poll_cq NOTES: "In case of a CQ
  * overrun, the async event IBV_EVENT_CQ_ERR will be triggered, and the CQ
  * cannot be used"; rxe: CQ overflow is a class G error, QP to error]. */
-static void cq_push(struct vm_cq *cq, const struct ibv_wc *wc, struct vm_qp *qp,
-                    uint32_t sq_idx)
+static void cq_push(struct vm_cq *cq, const struct ibv_wc *wc, struct vm_qp *qp, uint32_t sq_idx)
 {
     if (cq->error)
         return;
@@ -467,8 +469,7 @@ static void cq_push(struct vm_cq *cq, const struct ibv_wc *wc, struct vm_qp *qp,
     }
 }
 
-static void complete_send(struct vm_qp *qp, uint32_t idx, enum ibv_wc_status st,
-                          uint32_t syndrome)
+static void complete_send(struct vm_qp *qp, uint32_t idx, enum ibv_wc_status st, uint32_t syndrome)
 {
     struct vm_wqe *w = &qp->sq[idx % qp->cap.max_send_wr];
     /* unsignalled WRs that succeed leave no completion [post_send:
@@ -477,7 +478,9 @@ static void complete_send(struct vm_qp *qp, uint32_t idx, enum ibv_wc_status st,
     if (st == IBV_WC_SUCCESS && !w->signaled && !qp->sig_all)
         return;
     struct ibv_wc wc = {
-        .wr_id = w->wr_id, .status = st, .qp_num = qp->ib.qp_num,
+        .wr_id = w->wr_id,
+        .status = st,
+        .qp_num = qp->ib.qp_num,
         .vendor_err = st == IBV_WC_SUCCESS ? 0 : VM_VENDOR | syndrome,
         .opcode = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM
                       ? IBV_WC_RDMA_WRITE
@@ -534,9 +537,15 @@ static void gather(const struct vm_wqe *w, uint64_t off, uint8_t *out, uint64_t 
 
 /* ---- the adapter: sending ---- */
 
-static uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & 0xffffffu; }
+static uint32_t psn_add(uint32_t psn, uint32_t n)
+{
+    return (psn + n) & 0xffffffu;
+}
 /* a <= b in 24-bit serial arithmetic */
-static int psn_le(uint32_t a, uint32_t b) { return ((b - a) & 0xffffffu) < 0x800000u; }
+static int psn_le(uint32_t a, uint32_t b)
+{
+    return ((b - a) & 0xffffffu) < 0x800000u;
+}
 
 /* The RC local ACK timeout x (retries + 1) [IBA 9.7.6.1.3: 4.096 us x
  * 2^timeout], scaled for tests. */
@@ -634,8 +643,7 @@ static int requester(struct vm_qp *qp, double now)
                 /* everything before it completes first (in order) */
                 if (qp->sq_tx != qp->sq_head)
                     return busy;
-                fail_head(qp, w->len > VM_MAX_MSG ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR,
-                          0x41);
+                fail_head(qp, w->len > VM_MAX_MSG ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR, 0x41);
                 return 1;
             }
             w->checked = 1;
@@ -663,13 +671,18 @@ static int requester(struct vm_qp *qp, double now)
             vm.bad_rkey--;
             w->rkey = rkey = w->rkey ^ 0x00ff0000u; /* the fault: a key nobody holds */
         }
-        *p = (struct vm_pkt){
-            .type = VM_PKT_REQ, .op = (uint32_t)w->opcode, .psn = qp->next_psn,
-            .src_qpn = qp->ib.qp_num, .len = (uint32_t)seg,
-            .flags = (qp->tx_off == 0 ? VM_F_FIRST : 0) |
-                     (qp->tx_off + seg == w->len ? VM_F_LAST : 0),
-            .rkey = rkey, .imm = w->imm, .raddr = w->raddr + qp->tx_off,
-            .msg_len = w->len, .size = size};
+        *p = (struct vm_pkt){.type = VM_PKT_REQ,
+                             .op = (uint32_t)w->opcode,
+                             .psn = qp->next_psn,
+                             .src_qpn = qp->ib.qp_num,
+                             .len = (uint32_t)seg,
+                             .flags = (qp->tx_off == 0 ? VM_F_FIRST : 0) |
+                                      (qp->tx_off + seg == w->len ? VM_F_LAST : 0),
+                             .rkey = rkey,
+                             .imm = w->imm,
+                             .raddr = w->raddr + qp->tx_off,
+                             .msg_len = w->len,
+                             .size = size};
         gather(w, qp->tx_off, (uint8_t *)(p + 1), seg);
         if (qp->tx_off == 0) {
             w->first_psn = qp->next_psn;
@@ -724,9 +737,7 @@ static void on_response(struct vm_qp *qp, const struct vm_pkt *p, double now)
          * not be retried" [IBA 9.7.5.2.4] */
         fail_head(qp, IBV_WC_REM_ACCESS_ERR, 0x88);
         break;
-    case VM_NAK_INVREQ:
-        fail_head(qp, IBV_WC_REM_INV_REQ_ERR, 0x8a);
-        break;
+    case VM_NAK_INVREQ: fail_head(qp, IBV_WC_REM_INV_REQ_ERR, 0x8a); break;
     case VM_NAK_RNR:
         /* rnr_retry 7 retries for ever [modify_qp; IBA 9.7.5.2.8] */
         if (qp->rnr_retry != 7 && qp->rnr_left-- <= 0) {
@@ -736,9 +747,7 @@ static void on_response(struct vm_qp *qp, const struct vm_pkt *p, double now)
         lost(qp, now, 0.00064);
         qp->loss_since = 0; /* RNR waits do not count as lost */
         break;
-    default: /* sequence error, lost: retransmit from there */
-        lost(qp, now, 0.001);
-        break;
+    default: /* sequence error, lost: retransmit from there */ lost(qp, now, 0.001); break;
     }
 }
 
@@ -758,10 +767,13 @@ static void send_resp(struct vm_qp *qp, uint32_t type, uint32_t psn, uint32_t sy
         return;
     ring_lock(&s->resp);
     if (ring_room(&s->resp, VM_RESP_RING, sizeof(struct vm_pkt))) {
-        struct vm_pkt *p =
-            (struct vm_pkt *)ring_reserve(&s->resp, s->resp_data, VM_RESP_RING, sizeof *p);
-        *p = (struct vm_pkt){.type = type, .psn = psn, .src_qpn = qp->ib.qp_num,
-                             .syndrome = syndrome, .size = sizeof *p};
+        struct vm_pkt *p = (struct vm_pkt *)ring_reserve(&s->resp, s->resp_data, VM_RESP_RING,
+                                                         sizeof *p);
+        *p = (struct vm_pkt){.type = type,
+                             .psn = psn,
+                             .src_qpn = qp->ib.qp_num,
+                             .syndrome = syndrome,
+                             .size = sizeof *p};
         ring_commit(&s->resp, sizeof *p);
     }
     pthread_mutex_unlock(&s->resp.lock);
@@ -845,8 +857,7 @@ static int on_request(struct vm_qp *qp, const struct vm_pkt *p)
              * RESPST_ERR_RKEY_VIOLATION) */
             struct vm_mr *m = mr_by_rkey(p->rkey);
             if (!m || m->pd != qp->pd || !(m->access & IBV_ACCESS_REMOTE_WRITE) ||
-                !(qp->access & IBV_ACCESS_REMOTE_WRITE) ||
-                !mr_covers(m, p->raddr, p->msg_len)) {
+                !(qp->access & IBV_ACCESS_REMOTE_WRITE) || !mr_covers(m, p->raddr, p->msg_len)) {
                 send_resp(qp, VM_PKT_NAK, p->psn, VM_NAK_ACCESS);
                 qp_error(qp);
                 return 1;
@@ -867,7 +878,8 @@ static int on_request(struct vm_qp *qp, const struct vm_pkt *p)
                  * error on the receive, invalid request to the sender */
                 struct ibv_wc wc = {.wr_id = w->wr_id,
                                     .status = ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR,
-                                    .opcode = IBV_WC_RECV, .vendor_err = VM_VENDOR | 0x42,
+                                    .opcode = IBV_WC_RECV,
+                                    .vendor_err = VM_VENDOR | 0x42,
                                     .qp_num = qp->ib.qp_num};
                 qp->rq_head++;
                 cq_push(qp->rcq, &wc, NULL, 0);
@@ -906,9 +918,11 @@ static int on_request(struct vm_qp *qp, const struct vm_pkt *p)
         struct vm_rwqe *w = &qp->rq[qp->rq_head % qp->cap.max_recv_wr];
         qp->rq_head++;
         struct ibv_wc wc = {
-            .wr_id = w->wr_id, .status = IBV_WC_SUCCESS,
+            .wr_id = w->wr_id,
+            .status = IBV_WC_SUCCESS,
             .opcode = op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
-            .byte_len = (uint32_t)qp->cur_len, .qp_num = qp->ib.qp_num,
+            .byte_len = (uint32_t)qp->cur_len,
+            .qp_num = qp->ib.qp_num,
             .src_qp = p->src_qpn,
             .wc_flags = op == IBV_WR_SEND ? 0 : IBV_WC_WITH_IMM,
         };
@@ -993,8 +1007,7 @@ static struct ibv_device **m_get_device_list(int *n)
         d->node_type = IBV_NODE_CA;
         d->transport_type = IBV_TRANSPORT_IB;
         snprintf(d->name, sizeof d->name, "%.60s", shm->devs[i].name);
-        snprintf(d->ibdev_path, sizeof d->ibdev_path, "%.100s/%.60s", sysfs_dir,
-                 shm->devs[i].name);
+        snprintf(d->ibdev_path, sizeof d->ibdev_path, "%.100s/%.60s", sysfs_dir, shm->devs[i].name);
         list[i] = d;
     }
     if (n)
@@ -1145,9 +1158,8 @@ static int m_dealloc_pd(struct ibv_pd *ibpd)
 
 static struct ibv_mr *m_reg_mr(struct ibv_pd *ibpd, void *addr, size_t len, int access)
 {
-    const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                      IBV_ACCESS_RELAXED_ORDERING;
+    const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
     /* "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC is set, then
      * IBV_ACCESS_LOCAL_WRITE must be set too" [reg_mr] */
     if ((access & ~known) || len == 0 ||
@@ -1490,11 +1502,11 @@ static int transition_ok(enum ibv_qp_state cur, enum ibv_qp_state next, int mask
     } else if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
         req = IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
               IBV_QP_MAX_QP_RD_ATOMIC;
-        opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
-              IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE;
+        opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+              IBV_QP_PATH_MIG_STATE;
     } else if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) {
-        opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH |
-              IBV_QP_PATH_MIG_STATE | IBV_QP_MIN_RNR_TIMER;
+        opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
+              IBV_QP_MIN_RNR_TIMER;
     } else {
         return 0; /* no such transition */
     }
@@ -1546,8 +1558,8 @@ static int m_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
             err = err ? err : EINVAL;
     }
     if (!err && next == IBV_QPS_RTS && cur == IBV_QPS_RTR &&
-        ((a->sq_psn & ~0xffffffu) || a->timeout > 31 || a->retry_cnt > 7 ||
-         a->rnr_retry > 7 || a->max_rd_atomic > 16))
+        ((a->sq_psn & ~0xffffffu) || a->timeout > 31 || a->retry_cnt > 7 || a->rnr_retry > 7 ||
+         a->max_rd_atomic > 16))
         err = EINVAL;
     if (err) {
         pthread_mutex_unlock(&vm.lock);
@@ -1637,8 +1649,8 @@ static int m_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_s
             break;
         }
         int op = wr->opcode;
-        if ((op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM &&
-             op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) ||
+        if ((op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM && op != IBV_WR_SEND &&
+             op != IBV_WR_SEND_WITH_IMM) ||
             wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge) {
             err = EINVAL;
             break;
@@ -1651,10 +1663,13 @@ static int m_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_s
             err = ENOMEM;
             break;
         }
-        struct vm_wqe w = {.wr_id = wr->wr_id, .opcode = op,
+        struct vm_wqe w = {.wr_id = wr->wr_id,
+                           .opcode = op,
                            .signaled = !!(wr->send_flags & IBV_SEND_SIGNALED),
-                           .nsge = wr->num_sge, .imm = wr->imm_data,
-                           .raddr = wr->wr.rdma.remote_addr, .rkey = wr->wr.rdma.rkey};
+                           .nsge = wr->num_sge,
+                           .imm = wr->imm_data,
+                           .raddr = wr->wr.rdma.remote_addr,
+                           .rkey = wr->wr.rdma.rkey};
         for (int i = 0; i < wr->num_sge; i++) {
             w.sge[i] = wr->sg_list[i];
             w.len += wr->sg_list[i].length;
@@ -1682,8 +1697,10 @@ static int m_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_s
         vm.st.writes_imm += op == IBV_WR_RDMA_WRITE_WITH_IMM;
         vm.st.sends += op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
         if (qp->ib.state == IBV_QPS_ERR) {
-            struct ibv_wc wc = {.wr_id = w.wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-                                .vendor_err = VM_VENDOR | 0x5, .qp_num = qp->ib.qp_num};
+            struct ibv_wc wc = {.wr_id = w.wr_id,
+                                .status = IBV_WC_WR_FLUSH_ERR,
+                                .vendor_err = VM_VENDOR | 0x5,
+                                .qp_num = qp->ib.qp_num};
             cq_push(qp->scq, &wc, qp, qp->sq_tail);
             qp->sq_head = qp->sq_tx = ++qp->sq_tail;
             continue;
@@ -1707,8 +1724,8 @@ static int m_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_r
     for (; wr; wr = wr->next) {
         /* receives may be posted from Init on, not in Reset [IBA 10.3.1;
          * rxe post_recv: EINVAL below Init]; in Error they are flushed */
-        if (qp->ib.state == IBV_QPS_RESET ||
-            wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_recv_sge) {
+        if (qp->ib.state == IBV_QPS_RESET || wr->num_sge < 0 ||
+            (uint32_t)wr->num_sge > qp->cap.max_recv_sge) {
             err = EINVAL;
             break;
         }
@@ -1718,8 +1735,10 @@ static int m_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_r
         }
         vm.st.recv_wrs++;
         if (qp->ib.state == IBV_QPS_ERR) {
-            struct ibv_wc wc = {.wr_id = wr->wr_id, .status = IBV_WC_WR_FLUSH_ERR,
-                                .opcode = IBV_WC_RECV, .vendor_err = VM_VENDOR | 0x5,
+            struct ibv_wc wc = {.wr_id = wr->wr_id,
+                                .status = IBV_WC_WR_FLUSH_ERR,
+                                .opcode = IBV_WC_RECV,
+                                .vendor_err = VM_VENDOR | 0x5,
                                 .qp_num = qp->ib.qp_num};
             cq_push(qp->rcq, &wc, NULL, 0);
             continue;
@@ -1848,8 +1867,11 @@ void vmodel_cfg_loopback(struct vmodel_cfg *cfg)
 {
     *cfg = (struct vmodel_cfg){
         .ndevs = 1,
-        .devs = {{.name = "mlx5_0", .nports = 1,
-                  .ports = {{.ethernet = 1, .mtu = IBV_MTU_4096, .ngids = 4,
+        .devs = {{.name = "mlx5_0",
+                  .nports = 1,
+                  .ports = {{.ethernet = 1,
+                             .mtu = IBV_MTU_4096,
+                             .ngids = 4,
                              .gids = {{"fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1"},
                                       {"fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2"},
                                       {"0000:0000:0000:0000:0000:ffff:7f00:0001", "IB/RoCE v1"},
@@ -1924,7 +1946,8 @@ int vmodel_create(const struct vmodel_cfg *cfg)
             snprintf(txt, sizeof txt, "0x%x", pc->lid);
             write_file(sysfs_dir, rel, txt);
             for (int g = 0; g < VMODEL_MAX_GIDS; g++) {
-                if (g < pc->ngids && pc->gids[g].gid && parse_gid(pc->gids[g].gid, ps->gid[g]) != 0) {
+                if (g < pc->ngids && pc->gids[g].gid &&
+                    parse_gid(pc->gids[g].gid, ps->gid[g]) != 0) {
                     fprintf(stderr, "vmodel: bad GID %s\n", pc->gids[g].gid);
                     return -1;
                 }

@@ -34,15 +34,15 @@
 #define VMODEL_MAX_GIDS 8
 
 struct vmodel_gid_cfg {
-    const char *gid;             /* sysfs form "0000:...:0000"              */
-    const char *type;            /* "RoCE v2", "IB/RoCE v1", NULL (IB)      */
+    const char *gid;  /* sysfs form "0000:...:0000"              */
+    const char *type; /* "RoCE v2", "IB/RoCE v1", NULL (IB)      */
 };
 
 struct vmodel_port_cfg {
-    int ethernet;                /* RoCE; else InfiniBand                   */
-    int down;                    /* state DOWN instead of ACTIVE            */
+    int ethernet; /* RoCE; else InfiniBand                   */
+    int down;     /* state DOWN instead of ACTIVE            */
     uint16_t lid;
-    enum ibv_mtu mtu;            /* active MTU (0: IBV_MTU_4096)            */
+    enum ibv_mtu mtu; /* active MTU (0: IBV_MTU_4096)            */
     int ngids;
     struct vmodel_gid_cfg gids[VMODEL_MAX_GIDS];
 };
@@ -91,7 +91,7 @@ struct vmodel_stats {
     uint64_t post_recv_calls, recv_wrs;
     uint64_t poll_calls, cqes;
     uint64_t reg_mr, dereg_mr;
-    uint64_t bytes_out;          /* payload bytes this adapter sent         */
+    uint64_t bytes_out; /* payload bytes this adapter sent         */
 };
 void vmodel_stats(struct vmodel_stats *st);
 void vmodel_stats_reset(void);

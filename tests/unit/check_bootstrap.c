@@ -899,12 +899,10 @@ START_TEST(test_oob_key_named)
     char err[256];
     setenv("LOOM_JOB_KEY", "key-a", 1);
     loom_config_reset();
-    ck_assert_int_eq(loom_oob_open(0, 2, "127.0.0.1", 0, &a, ea, err, sizeof err),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_oob_open(0, 2, "127.0.0.1", 0, &a, ea, err, sizeof err), LOOM_SUCCESS);
     setenv("LOOM_JOB_KEY", "key-b", 1);
     loom_config_reset();
-    ck_assert_int_eq(loom_oob_open(1, 2, "127.0.0.1", 0, &b, eb, err, sizeof err),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_oob_open(1, 2, "127.0.0.1", 0, &b, eb, err, sizeof err), LOOM_SUCCESS);
     unsetenv("LOOM_JOB_KEY");
     loom_config_reset();
     loom_oob_set_entry(a, 1, eb);
@@ -936,8 +934,10 @@ START_TEST(test_oob_wire_round_trip)
     const uint32_t kinds[] = {LOOM_OOB_MAGIC, LOOM_OOB_KIND_TCP, LOOM_OOB_KIND_BOOT,
                               LOOM_OOB_KIND_VERBS, LOOM_OOB_KIND_OFI};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        struct loom_oob_pre p = {.kind = kinds[i], .version = LOOM_OOB_VERSION,
-                                 .flags = (uint16_t)(i * 3), .ns = 0x0102030405060708ull + i},
+        struct loom_oob_pre p = {.kind = kinds[i],
+                                 .version = LOOM_OOB_VERSION,
+                                 .flags = (uint16_t)(i * 3),
+                                 .ns = 0x0102030405060708ull + i},
                             q;
         loom_oob_pre_encode(&p, buf);
         ck_assert_int_eq(loom_oob_pre_decode(buf, &q, why, sizeof why), LOOM_SUCCESS);
@@ -945,9 +945,7 @@ START_TEST(test_oob_wire_round_trip)
         ck_assert_uint_eq(q.flags, p.flags);
         ck_assert_uint_eq(q.ns, p.ns);
     }
-    struct loom_oob_hello h = {.job_id = 0xfeedfacecafebeefull, .from = 6, .to = 2,
-                               .nranks = 7},
-                          g;
+    struct loom_oob_hello h = {.job_id = 0xfeedfacecafebeefull, .from = 6, .to = 2, .nranks = 7}, g;
     loom_oob_hello_encode(&h, buf);
     ck_assert_int_eq(loom_oob_hello_decode(buf, LOOM_OOB_HELLO_LEN, &g, why, sizeof why),
                      LOOM_SUCCESS);
@@ -955,13 +953,14 @@ START_TEST(test_oob_wire_round_trip)
     ck_assert_uint_eq(g.from, 6);
     ck_assert_uint_eq(g.to, 2);
     ck_assert_uint_eq(g.nranks, 7);
-    ck_assert_int_eq(loom_oob_hello_match(&g, 2, 7, h.job_id, why, sizeof why),
-                     LOOM_HS_ACCEPT);
+    ck_assert_int_eq(loom_oob_hello_match(&g, 2, 7, h.job_id, why, sizeof why), LOOM_HS_ACCEPT);
     ck_assert_int_eq(loom_oob_hello_match(&g, 2, 7, 0, why, sizeof why), LOOM_HS_HOLD);
     const uint32_t lens[] = {0, 1, 4096, LOOM_OOB_MSG_MAX};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         struct loom_oob_hdr m = {.kind = i % 2 ? LOOM_OOB_KIND_GET : LOOM_OOB_KIND_MSG,
-                                 .tag = 0x300u + (uint32_t)i, .len = lens[i], .ns = 99 + i},
+                                 .tag = 0x300u + (uint32_t)i,
+                                 .len = lens[i],
+                                 .ns = 99 + i},
                             n;
         loom_oob_hdr_encode(&m, buf);
         ck_assert_int_eq(loom_oob_hdr_decode(buf, &n, why, sizeof why), LOOM_SUCCESS);

@@ -23,14 +23,13 @@
 #include "net/net.h"
 
 struct verdict {
-    int rc;          /* what check returns                           */
+    int rc; /* what check returns                           */
     int calls;
-    int hold_for;    /* LOOM_HS_HOLD this many calls first            */
+    int hold_for; /* LOOM_HS_HOLD this many calls first            */
     char seen[64];
 };
 
-static int check_payload(void *arg, const uint8_t *payload, size_t len, char *why,
-                         size_t whylen)
+static int check_payload(void *arg, const uint8_t *payload, size_t len, char *why, size_t whylen)
 {
     struct verdict *v = arg;
     v->calls++;
@@ -42,10 +41,14 @@ static int check_payload(void *arg, const uint8_t *payload, size_t len, char *wh
     return v->rc;
 }
 
-static const struct loom_hs_proto proto = {
-    .name = "test", .ctx = "test", .chal_magic = 0x4c484354u,
-    .hello_magic = 0x4c454854u, .proof_magic = 0x46525054u, .version = 1,
-    .payload_max = 256, .check = check_payload};
+static const struct loom_hs_proto proto = {.name = "test",
+                                           .ctx = "test",
+                                           .chal_magic = 0x4c484354u,
+                                           .hello_magic = 0x4c454854u,
+                                           .proof_magic = 0x46525054u,
+                                           .version = 1,
+                                           .payload_max = 256,
+                                           .check = check_payload};
 
 static struct loom_auth_key key_a, key_b, none;
 
@@ -82,8 +85,9 @@ static void run_pair(const struct loom_hs_proto *pc, const struct loom_auth_key 
 {
     int sv[2];
     pair(sv);
-    ck_assert_int_eq(loom_hs_connect(c, pc, kc, sv[0], "rank 1 (test)", payload,
-                                     strlen(payload), 10.0), LOOM_SUCCESS);
+    ck_assert_int_eq(
+        loom_hs_connect(c, pc, kc, sv[0], "rank 1 (test)", payload, strlen(payload), 10.0),
+        LOOM_SUCCESS);
     ck_assert_int_eq(loom_hs_accept(a, &proto, ka, sv[1], NULL, v, 10.0), LOOM_SUCCESS);
     drive(c, a, rc_c, rc_a);
     close(sv[0]);
@@ -228,10 +232,8 @@ START_TEST(test_hold_then_accept)
     int sv[2];
     pair(sv);
     struct loom_hs c, a;
-    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, sv[0], NULL, "p", 1, 10.0),
-                     LOOM_SUCCESS);
-    ck_assert_int_eq(loom_hs_accept(&a, &proto, &key_a, sv[1], NULL, &v, 10.0),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, sv[0], NULL, "p", 1, 10.0), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_accept(&a, &proto, &key_a, sv[1], NULL, &v, 10.0), LOOM_SUCCESS);
     int rc_c, rc_a;
     drive(&c, &a, &rc_c, &rc_a);
     /* drive stops only when both are decided: the held one asked again */
@@ -263,8 +265,8 @@ START_TEST(test_too_long)
     loom_hs_free(&c);
     loom_hs_free(&a);
     /* and the connector will not send one */
-    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, -1, "x", payload, strlen(payload),
-                                     1.0), LOOM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, -1, "x", payload, strlen(payload), 1.0),
+                     LOOM_ERROR_INVALID_ARGUMENT);
     loom_hs_free(&c);
 }
 END_TEST
@@ -277,8 +279,8 @@ START_TEST(test_stall_mid_hello)
     pair(sv);
     struct verdict v = {.rc = LOOM_HS_ACCEPT};
     struct loom_hs a;
-    ck_assert_int_eq(loom_hs_accept(&a, &proto, &key_a, sv[1], "rank 5 (10.0.0.5:9)", &v,
-                                     0.3), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_accept(&a, &proto, &key_a, sv[1], "rank 5 (10.0.0.5:9)", &v, 0.3),
+                     LOOM_SUCCESS);
     uint8_t head[LOOM_HS_HEAD_LEN];
     loom_put_le32(head, proto.hello_magic);
     loom_put_le16(head + 4, proto.version);
@@ -372,8 +374,7 @@ START_TEST(test_loopback_refusal)
     pthread_t t;
     int fd = loopback(&ac, &t);
     struct loom_hs c;
-    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_b, fd, NULL, "x", 1, 10.0),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_b, fd, NULL, "x", 1, 10.0), LOOM_SUCCESS);
     double t0 = loom_now();
     ck_assert_int_eq(loom_hs_run(&c, -1), LOOM_ERROR_MISMATCH);
     ck_assert_ptr_nonnull(strstr(c.err, "refused this side's hello: job key does not match"));
@@ -425,8 +426,8 @@ START_TEST(test_loopback_blocking)
     for (size_t i = 0; i < sizeof payload; i++)
         payload[i] = (uint8_t)(i * 7 + 1);
     struct loom_hs c;
-    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, fd, NULL, payload, sizeof payload,
-                                     10.0), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_connect(&c, &proto, &key_a, fd, NULL, payload, sizeof payload, 10.0),
+                     LOOM_SUCCESS);
     ck_assert_int_eq(loom_hs_run(&c, -1), LOOM_SUCCESS);
     pthread_join(t, NULL);
     ck_assert_int_eq(ac.res, LOOM_SUCCESS);
@@ -451,8 +452,8 @@ START_TEST(test_decoders)
     size_t need = 0;
     ck_assert_int_eq(loom_hs_head_check(&proto, msg, &need, why, sizeof why), LOOM_SUCCESS);
     ck_assert_uint_eq(need, sizeof msg);
-    ck_assert_int_eq(loom_hs_hello_verify(&proto, &key_a, ca, msg, sizeof msg, why,
-                                          sizeof why), LOOM_SUCCESS);
+    ck_assert_int_eq(loom_hs_hello_verify(&proto, &key_a, ca, msg, sizeof msg, why, sizeof why),
+                     LOOM_SUCCESS);
     /* every byte but the trailer's challenge is covered by the mac */
     for (size_t i = 0; i < sizeof msg; i++) {
         if (i >= LOOM_HS_HEAD_LEN + 3 && i < LOOM_HS_HEAD_LEN + 3 + LOOM_AUTH_CHAL_LEN)
@@ -460,38 +461,38 @@ START_TEST(test_decoders)
         if (i >= 8 && i < 12)
             continue; /* the length: refused as such, checked below */
         msg[i] ^= 0x40;
-        ck_assert_int_lt(loom_hs_hello_verify(&proto, &key_a, ca, msg, sizeof msg, why,
-                                              sizeof why), 0);
+        ck_assert_int_lt(loom_hs_hello_verify(&proto, &key_a, ca, msg, sizeof msg, why, sizeof why),
+                         0);
         msg[i] ^= 0x40;
     }
     loom_put_le32(msg + 8, 4);
-    ck_assert_int_eq(loom_hs_hello_verify(&proto, &key_a, ca, msg, sizeof msg, why,
-                                          sizeof why), LOOM_ERROR_PROTOCOL);
+    ck_assert_int_eq(loom_hs_hello_verify(&proto, &key_a, ca, msg, sizeof msg, why, sizeof why),
+                     LOOM_ERROR_PROTOCOL);
     ck_assert_ptr_nonnull(strstr(why, "does not match its length field"));
     loom_put_le32(msg + 8, 3);
     /* the proof: good, then under the other key, then a refusal */
     uint8_t proof[LOOM_AUTH_MSG_LEN];
-    ck_assert_int_eq(loom_hs_proof_make(&proto, &key_a, ca, msg, sizeof msg, proof),
-                     LOOM_SUCCESS);
-    ck_assert_int_eq(loom_hs_proof_check(&proto, &key_a, proof, ca, cc, msg, sizeof msg, why,
-                                         sizeof why), LOOM_SUCCESS);
-    ck_assert_int_eq(loom_hs_proof_check(&proto, &key_b, proof, ca, cc, msg, sizeof msg, why,
-                                         sizeof why), LOOM_ERROR_MISMATCH);
+    ck_assert_int_eq(loom_hs_proof_make(&proto, &key_a, ca, msg, sizeof msg, proof), LOOM_SUCCESS);
+    ck_assert_int_eq(
+        loom_hs_proof_check(&proto, &key_a, proof, ca, cc, msg, sizeof msg, why, sizeof why),
+        LOOM_SUCCESS);
+    ck_assert_int_eq(
+        loom_hs_proof_check(&proto, &key_b, proof, ca, cc, msg, sizeof msg, why, sizeof why),
+        LOOM_ERROR_MISMATCH);
     uint8_t refusal[LOOM_AUTH_MSG_LEN + 4 + LOOM_HS_REASON_MAX];
     size_t n = loom_hs_refusal_make(&proto, &key_a, LOOM_ERROR_TIMEOUT, "slow\x01", refusal);
     ck_assert_uint_eq(n, LOOM_AUTH_MSG_LEN + 4 + 5);
-    ck_assert_int_eq(loom_hs_proof_check(&proto, &key_a, refusal, ca, cc, msg, sizeof msg,
-                                         why, sizeof why), LOOM_HS_REFUSED);
+    ck_assert_int_eq(
+        loom_hs_proof_check(&proto, &key_a, refusal, ca, cc, msg, sizeof msg, why, sizeof why),
+        LOOM_HS_REFUSED);
     size_t rlen;
-    ck_assert_int_eq(loom_hs_reason_head(refusal + LOOM_AUTH_MSG_LEN, &rlen),
-                     LOOM_ERROR_TIMEOUT);
+    ck_assert_int_eq(loom_hs_reason_head(refusal + LOOM_AUTH_MSG_LEN, &rlen), LOOM_ERROR_TIMEOUT);
     char text[16];
     loom_hs_reason_text(refusal + LOOM_AUTH_MSG_LEN + 4, rlen, text, sizeof text);
     ck_assert_str_eq(text, "slow?");
     /* a code out of range reads as a protocol error */
     loom_put_le16(refusal + LOOM_AUTH_MSG_LEN, 999);
-    ck_assert_int_eq(loom_hs_reason_head(refusal + LOOM_AUTH_MSG_LEN, &rlen),
-                     LOOM_ERROR_PROTOCOL);
+    ck_assert_int_eq(loom_hs_reason_head(refusal + LOOM_AUTH_MSG_LEN, &rlen), LOOM_ERROR_PROTOCOL);
 }
 END_TEST
 

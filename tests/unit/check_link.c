@@ -29,8 +29,8 @@
 struct fk_peer {
     struct loom_link_peer lk;
     struct loom_tx_req *shead, *rhead;
-    int arrived;                 /* the drain hook completes rhead          */
-    int lost;                    /* the lost hook ran, with lost_res        */
+    int arrived; /* the drain hook completes rhead          */
+    int lost;    /* the lost hook ran, with lost_res        */
     loom_result_t lost_res;
     int up, busy;
 };

@@ -57,9 +57,9 @@ START_TEST(any_tag_takes_the_earliest)
     ck_assert_int_eq(loom_send_tagged(&a, 1, LOOM_FLOAT64, 0, 7, comm, NULL), LOOM_SUCCESS);
     ck_assert_int_eq(loom_send_tagged(&b, 1, LOOM_FLOAT64, 0, 3, comm, NULL), LOOM_SUCCESS);
     int from = -5;
-    ck_assert_int_eq(loom_recv_tagged(&c, 1, LOOM_FLOAT64, LOOM_ANY_SOURCE, LOOM_ANY_TAG,
-                                      &from, comm, NULL),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(
+        loom_recv_tagged(&c, 1, LOOM_FLOAT64, LOOM_ANY_SOURCE, LOOM_ANY_TAG, &from, comm, NULL),
+        LOOM_SUCCESS);
     ck_assert(c == 1.5);
     ck_assert_int_eq(from, 0);
     ck_assert_int_eq(loom_recv_tagged(&c, 1, LOOM_FLOAT64, 0, LOOM_ANY_TAG, NULL, comm, NULL),
@@ -76,8 +76,7 @@ START_TEST(tagged_in_a_group)
     int16_t s[5] = {1, 2, 3, 4, 5}, r[5] = {0};
     ck_assert_int_eq(loom_group_start(), LOOM_SUCCESS);
     ck_assert_int_eq(loom_recv_tagged(r, 5, LOOM_INT16, 0, 2, NULL, comm, NULL), LOOM_SUCCESS);
-    ck_assert_int_eq(loom_recv_tagged(NULL, 0, LOOM_INT16, 0, 1, NULL, comm, NULL),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_recv_tagged(NULL, 0, LOOM_INT16, 0, 1, NULL, comm, NULL), LOOM_SUCCESS);
     ck_assert_int_eq(loom_send_tagged(NULL, 0, LOOM_INT16, 0, 1, comm, NULL), LOOM_SUCCESS);
     ck_assert_int_eq(loom_send_tagged(s, 5, LOOM_INT16, 0, 2, comm, NULL), LOOM_SUCCESS);
     ck_assert_int_eq(loom_group_end(), LOOM_SUCCESS);
@@ -119,8 +118,7 @@ START_TEST(bad_arguments_are_named)
                      LOOM_ERROR_INVALID_ARGUMENT);
     /* argument errors leave the communicator usable */
     ck_assert_int_eq(loom_send_tagged(&v, 1, LOOM_FLOAT32, 0, 0, comm, NULL), LOOM_SUCCESS);
-    ck_assert_int_eq(loom_recv_tagged(&v, 1, LOOM_FLOAT32, 0, 0, NULL, comm, NULL),
-                     LOOM_SUCCESS);
+    ck_assert_int_eq(loom_recv_tagged(&v, 1, LOOM_FLOAT32, 0, 0, NULL, comm, NULL), LOOM_SUCCESS);
     loom_comm_destroy(comm);
 }
 END_TEST

@@ -52,16 +52,21 @@ struct tx_config {
     const char *shut;   /* what a post after shutdown says */
 };
 
-#define TCP_WORDS .peer_addr = 1, \
-                  .gone = "closed the connection without a goodbye", \
-                  .shut = "the transport was shut down"
+#define TCP_WORDS                                                                                  \
+    .peer_addr = 1, .gone = "closed the connection without a goodbye",                             \
+    .shut = "the transport was shut down"
 static const struct tx_config configs[] = {
     {.transport = "tcp", .label = "tcp", .env = {NULL}, TCP_WORDS},
     {.transport = "tcp", .label = "tcp, 2 lanes", .env = {"LOOM_NSOCKS=2", NULL}, TCP_WORDS},
-    {.transport = "ofi", .label = "ofi tcp;ofi_rxm", .env = {"LOOM_OFI_PROVIDER=tcp;ofi_rxm", NULL}},
+    {.transport = "ofi",
+     .label = "ofi tcp;ofi_rxm",
+     .env = {"LOOM_OFI_PROVIDER=tcp;ofi_rxm", NULL}},
     {.transport = "ofi", .label = "ofi shm", .env = {"LOOM_OFI_PROVIDER=shm", NULL}},
-    {.transport = "ofi", .label = "ofi udp;ofi_rxd", .env = {"LOOM_OFI_PROVIDER=udp;ofi_rxd", NULL}},
-    {.transport = "verbs", .label = "verbs (software model)",
+    {.transport = "ofi",
+     .label = "ofi udp;ofi_rxd",
+     .env = {"LOOM_OFI_PROVIDER=udp;ofi_rxd", NULL}},
+    {.transport = "verbs",
+     .label = "verbs (software model)",
      .env = {"LOOM_TEST_VERBS_MODEL=1", NULL}},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
@@ -344,8 +349,10 @@ static int wake_shutdown_main(int rank, int n, void *arg)
     struct loom_tx_req later = {.peer = 1, .buf = &b, .len = 1};
     if (tx->ops->isend(tx, &later) != LOOM_ERROR_ABORTED || !later.done ||
         (j->cfg->shut && !strstr(tx->errmsg, j->cfg->shut))) {
-        snprintf(rank_err(j, rank), ERRSLOT, "a post after shutdown did not fail at once "
-                 "with the shutdown's result: %s", tx->errmsg);
+        snprintf(rank_err(j, rank), ERRSLOT,
+                 "a post after shutdown did not fail at once "
+                 "with the shutdown's result: %s",
+                 tx->errmsg);
         return 26;
     }
     if (tx->ops->progress(tx, 0) != LOOM_SUCCESS) {
@@ -396,8 +403,7 @@ static int killed_main(int rank, int n, void *arg)
         return 22;
     /* later posts fail at once with the same error */
     struct loom_tx_req s = {.peer = 1, .buf = buf, .len = 8};
-    if (tx->ops->isend(tx, &s) != LOOM_ERROR_REMOTE || !s.done ||
-        s.status != LOOM_ERROR_REMOTE) {
+    if (tx->ops->isend(tx, &s) != LOOM_ERROR_REMOTE || !s.done || s.status != LOOM_ERROR_REMOTE) {
         snprintf(rank_err(j, rank), ERRSLOT, "a post after the loss: %s", tx->errmsg);
         return 23;
     }
@@ -504,8 +510,8 @@ static int strangers_main(int rank, int n, void *arg)
         struct loom_tx_req r[2];
         mp_fill(sb, sizeof sb, seed(rank, 1 - rank, i));
         if (post(tx, &r[0], 1 - rank, 0, rb, sizeof rb, (uint32_t)i) ||
-            post(tx, &r[1], 1 - rank, 1, sb, sizeof sb, (uint32_t)i) ||
-            txu_wait(tx, r, 2, STEP) || mp_verify(rb, sizeof rb, seed(1 - rank, rank, i)) >= 0) {
+            post(tx, &r[1], 1 - rank, 1, sb, sizeof sb, (uint32_t)i) || txu_wait(tx, r, 2, STEP) ||
+            mp_verify(rb, sizeof rb, seed(1 - rank, rank, i)) >= 0) {
             snprintf(rank_err(j, rank), ERRSLOT, "message %d: %s", i, tx->errmsg);
             return 22;
         }

@@ -41,8 +41,7 @@ static void oob_notify(void *ctx)
     }
 }
 
-loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops,
-                             size_t peer_size)
+loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops, size_t peer_size)
 {
     struct loom_link *l = loom_link_of(tx);
     l->ops = ops;
@@ -195,8 +194,8 @@ void loom_link_send(struct loom_tx *tx, int r, uint16_t type, uint16_t flags, ui
     struct loom_link_peer *lp = loom_link_peer(tx, r);
     if (lp->ctl_fd < 0)
         return;
-    struct loom_link_frame f = {.type = type, .flags = flags, .comm_id = tx->params.comm_id,
-                                .w0 = w0, .w1 = w1, .w2 = w2};
+    struct loom_link_frame f = {
+        .type = type, .flags = flags, .comm_id = tx->params.comm_id, .w0 = w0, .w1 = w1, .w2 = w2};
     uint8_t b[LOOM_LINK_FRAME_LEN];
     loom_link_frame_encode(&l->ops->proto, &f, b);
     /* 40 bytes on a socket that carries a handful: the kernel takes them
@@ -254,9 +253,9 @@ static void ctl_connect(struct loom_tx *tx, int r)
         /* every rank listened before any transport opened: a refusal
          * means the process is gone */
         loom_link_fail(tx, r, res == LOOM_ERROR_REMOTE ? res : LOOM_ERROR_SYSTEM,
-                       res == LOOM_ERROR_REMOTE
-                           ? "is gone: %s (the process exited or crashed)"
-                           : "cannot be reached for a control connection: %s", err);
+                       res == LOOM_ERROR_REMOTE ? "is gone: %s (the process exited or crashed)"
+                                                : "cannot be reached for a control connection: %s",
+                       err);
         return;
     }
     loom_net_set_nodelay(fd);
@@ -322,8 +321,7 @@ loom_result_t loom_link_connect(struct loom_tx *tx, int r)
         return lp->failed;
     }
     if (l->shut) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "%s: the transport was shut down",
-                 l->ops->name);
+        snprintf(tx->errmsg, sizeof tx->errmsg, "%s: the transport was shut down", l->ops->name);
         return LOOM_ERROR_ABORTED;
     }
     return loom_link_start(tx, r);
@@ -347,9 +345,8 @@ static void poll_oob(struct loom_tx *tx)
         int got = loom_oob_poll(tx->params.oob, l->ops->oob_tag, -1, &from, &buf, &len);
         if (got < 0) {
             if (!l->err) {
-                snprintf(tx->errmsg, sizeof tx->errmsg,
-                         "%s: the out-of-band service failed: %s", l->ops->name,
-                         loom_oob_error(tx->params.oob));
+                snprintf(tx->errmsg, sizeof tx->errmsg, "%s: the out-of-band service failed: %s",
+                         l->ops->name, loom_oob_error(tx->params.oob));
                 l->err = (loom_result_t)got;
             }
             return;
@@ -379,10 +376,10 @@ static void take(struct loom_tx *tx)
     int fd;
     char from[64];
     while (loom_oob_take_fd(tx->params.oob, l->ops->oob_kind, &fd, from, sizeof from)) {
-        struct loom_link_pending *np =
-            l->npending < LOOM_LINK_MAX_PENDING
-                ? realloc(l->pending, sizeof *np * (size_t)(l->npending + 1))
-                : NULL;
+        struct loom_link_pending *np = l->npending < LOOM_LINK_MAX_PENDING
+                                           ? realloc(l->pending,
+                                                     sizeof *np * (size_t)(l->npending + 1))
+                                           : NULL;
         if (!np) {
             close(fd); /* a flood: strangers do not get to queue */
             continue;
@@ -593,14 +590,10 @@ static void handle_frame(struct loom_tx *tx, int r, const struct loom_link_frame
         if (l->ops->got)
             l->ops->got(tx, r, f->w0);
         return;
-    case LOOM_LINK_PING:
-        return;
-    case LOOM_LINK_FAIL:
-        notice(tx, r, f);
-        return;
+    case LOOM_LINK_PING: return;
+    case LOOM_LINK_FAIL: notice(tx, r, f); return;
     default:
-        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL, "sent an unexpected control frame %u",
-                       f->type);
+        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL, "sent an unexpected control frame %u", f->type);
     }
 }
 
@@ -813,8 +806,8 @@ int loom_link_timeouts(struct loom_tx *tx)
             if (now - lp->bye_at >= LOOM_LINK_GRACE)
                 loom_link_fail(tx, r, LOOM_ERROR_REMOTE,
                                "has left (it destroyed its communicator) while this rank "
-                               "still expected %s", recvs ? "a message from it"
-                                                          : "to send it a message");
+                               "still expected %s",
+                               recvs ? "a message from it" : "to send it a message");
             else
                 next_ms = 10;
             continue;
@@ -854,9 +847,12 @@ void loom_link_shutdown(struct loom_tx *tx, loom_result_t res)
     l->shut = 1;
     /* tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it */
-    struct loom_link_notice n = {
-        .culprit = tx->notice_culprit >= 0 ? tx->notice_culprit : tx->blame - 1,
-        .code = res, .seq = tx->notice_seq, .count = tx->notice_count, .desc = tx->notice_desc};
+    struct loom_link_notice n = {.culprit = tx->notice_culprit >= 0 ? tx->notice_culprit
+                                                                    : tx->blame - 1,
+                                 .code = res,
+                                 .seq = tx->notice_seq,
+                                 .count = tx->notice_count,
+                                 .desc = tx->notice_desc};
     struct loom_link_frame f;
     loom_link_notice_encode(&n, &f);
     for (int r = 0; r < tx->params.nranks; r++) {
@@ -895,7 +891,7 @@ void loom_link_goodbye(struct loom_tx *tx)
     for (int r = 0; r < tx->params.nranks; r++) {
         struct loom_link_peer *lp = loom_link_peer(tx, r);
         if (r != tx->params.rank && !lp->failed && lp->ctl == LOOM_LINK_CS_UP)
-            loom_link_send(tx, r, LOOM_LINK_BYE, 0,
-                           l->ops->received ? l->ops->received(tx, r) : 0, 0, 0);
+            loom_link_send(tx, r, LOOM_LINK_BYE, 0, l->ops->received ? l->ops->received(tx, r) : 0,
+                           0, 0);
     }
 }

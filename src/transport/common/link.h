@@ -64,9 +64,9 @@
 
 enum loom_link_state {
     LOOM_LINK_S_NONE = 0,
-    LOOM_LINK_S_WAIT_BLOB,       /* started, our blob sent, waiting for its  */
-    LOOM_LINK_S_WAIT_CTL,        /* its blob applied, control channel not up */
-    LOOM_LINK_S_UP,              /* control channel up: data moves           */
+    LOOM_LINK_S_WAIT_BLOB, /* started, our blob sent, waiting for its  */
+    LOOM_LINK_S_WAIT_CTL,  /* its blob applied, control channel not up */
+    LOOM_LINK_S_UP,        /* control channel up: data moves           */
     LOOM_LINK_S_FAILED,
 };
 
@@ -81,20 +81,20 @@ enum loom_link_ctl {
 struct loom_link_peer {
     enum loom_link_state state;
     enum loom_link_ctl ctl;
-    double t_start;              /* when connecting began                    */
+    double t_start;                      /* when connecting began                    */
     uint8_t token[LOOM_LINK_TOKEN_LEN];  /* its hello must carry this        */
     uint8_t rtoken[LOOM_LINK_TOKEN_LEN]; /* what ours must carry             */
-    int have_blob;               /* its blob was applied                     */
+    int have_blob;                       /* its blob was applied                     */
     int ctl_fd;
-    struct loom_hs *hs;          /* while ctl is LOOM_LINK_CS_HS             */
-    double eof_at;               /* its control socket ended, no goodbye     */
-    double bye_at;               /* it said goodbye with requests pending    */
-    int bye;                     /* it said goodbye: left in order           */
+    struct loom_hs *hs; /* while ctl is LOOM_LINK_CS_HS             */
+    double eof_at;      /* its control socket ended, no goodbye     */
+    double bye_at;      /* it said goodbye with requests pending    */
+    int bye;            /* it said goodbye: left in order           */
     loom_result_t failed;
     char *failmsg;
     /* a failure notice (or, held_data, a data path error) held while the
      * peer's earlier data may still arrive (see the top of this file) */
-    loom_result_t held;          /* 0: none                                  */
+    loom_result_t held; /* 0: none                                  */
     uint64_t held_seq;
     double held_at;
     char *held_why;
@@ -103,15 +103,15 @@ struct loom_link_peer {
 
 struct loom_link_pending { /* a control socket, its handshake running  */
     int fd;
-    char from[64];               /* its address, for a refusal's message     */
-    struct loom_hs hs;           /* accept side, until the connect timeout   */
+    char from[64];     /* its address, for a refusal's message     */
+    struct loom_hs hs; /* accept side, until the connect timeout   */
 };
 
 struct loom_link_ops {
-    const char *name;            /* "ofi", "verbs": logs and messages        */
+    const char *name; /* "ofi", "verbs": logs and messages        */
     struct loom_link_proto proto;
     int oob_tag, oob_kind;
-    const char *blob_name;       /* "endpoint address", "queue pair data"    */
+    const char *blob_name; /* "endpoint address", "queue pair data"    */
     /* Make what a link to r needs before this rank's blob is sent (verbs:
      * its queue pair). Fails the peer itself when it fails. May be NULL. */
     loom_result_t (*start)(struct loom_tx *tx, int r);
@@ -145,19 +145,19 @@ struct loom_link_ops {
 /* First member of a transport's instance state (tx->priv). */
 struct loom_link {
     const struct loom_link_ops *ops;
-    struct loom_auth_key key;    /* LOOM_JOB_KEY                              */
-    struct loom_hs_proto hs;     /* the control socket's handshake (ops')     */
-    int epfd;                    /* the transport sleeps on it                */
-    int wakefd, oobfd;           /* wake(); the OOB service's notices         */
-    void *peers;                 /* nranks entries of peer_size bytes        */
+    struct loom_auth_key key; /* LOOM_JOB_KEY                              */
+    struct loom_hs_proto hs;  /* the control socket's handshake (ops')     */
+    int epfd;                 /* the transport sleeps on it                */
+    int wakefd, oobfd;        /* wake(); the OOB service's notices         */
+    void *peers;              /* nranks entries of peer_size bytes        */
     size_t peer_size;
-    int *live;                   /* peers whose link was started             */
+    int *live; /* peers whose link was started             */
     int nlive;
     struct loom_link_pending *pending;
     int npending;
-    loom_result_t err;           /* a failure progress has yet to report     */
+    loom_result_t err; /* a failure progress has yet to report     */
     int shut;
-    int draining;                /* in the drain hook                        */
+    int draining; /* in the drain hook                        */
 };
 
 static inline struct loom_link *loom_link_of(struct loom_tx *tx)
@@ -175,8 +175,7 @@ static inline struct loom_link_peer *loom_link_peer(struct loom_tx *tx, int r)
  * the epoll set with the wake and OOB eventfds, the OOB service's
  * notices; else errmsg says why. Free undoes all of it (after an init that
  * failed half way too). */
-loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops,
-                             size_t peer_size);
+loom_result_t loom_link_init(struct loom_tx *tx, const struct loom_link_ops *ops, size_t peer_size);
 void loom_link_free(struct loom_tx *tx);
 /* The vtable's wake: progress returns. */
 void loom_link_wake(struct loom_tx *tx);

@@ -19,8 +19,7 @@ loom_result_t loom_link_errf(struct loom_tx *tx, loom_result_t res, const char *
     return res;
 }
 
-loom_result_t loom_link_open(struct loom_tx *tx, const struct loom_link_ops *ops,
-                             size_t peer_size)
+loom_result_t loom_link_open(struct loom_tx *tx, const struct loom_link_ops *ops, size_t peer_size)
 {
     const struct loom_tx_params *pr = &tx->params;
     if (pr->nranks < 1 || pr->rank < 0 || pr->rank >= pr->nranks)
@@ -73,8 +72,7 @@ static int events(struct loom_tx *tx, const struct loom_link_wait *w, int ms, in
     return k < 0 ? 0 : k;
 }
 
-loom_result_t loom_link_progress(struct loom_tx *tx, int timeout_us,
-                                 const struct loom_link_wait *w)
+loom_result_t loom_link_progress(struct loom_tx *tx, int timeout_us, const struct loom_link_wait *w)
 {
     struct loom_link *l = loom_link_of(tx);
     uint64_t before = w->finished(tx);
@@ -123,8 +121,8 @@ loom_result_t loom_link_progress(struct loom_tx *tx, int timeout_us,
     }
 }
 
-void loom_link_finish(struct loom_tx *tx, void (*drop)(struct loom_tx *tx, int r,
-                                                       loom_result_t res))
+void loom_link_finish(struct loom_tx *tx,
+                      void (*drop)(struct loom_tx *tx, int r, loom_result_t res))
 {
     struct loom_link *l = loom_link_of(tx);
     loom_link_goodbye(tx);

@@ -34,10 +34,10 @@ struct loom_link_wait {
  * (contracts in link.h): loom_<x>_post (post), loom_<x>_poll_cq (poll),
  * loom_<x>_kick (up: move what can move on peer r) and loom_<x>_fail_reqs
  * (fail every pending request of peer r with res). */
-#define LOOM_LINK_DATA_PATH(x)                                                              \
-    loom_result_t loom_##x##_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send); \
-    int loom_##x##_poll_cq(struct loom_tx *tx);                                             \
-    void loom_##x##_kick(struct loom_tx *tx, int r);                                        \
+#define LOOM_LINK_DATA_PATH(x)                                                                     \
+    loom_result_t loom_##x##_post(struct loom_tx *tx, struct loom_tx_req *req, int is_send);       \
+    int loom_##x##_poll_cq(struct loom_tx *tx);                                                    \
+    void loom_##x##_kick(struct loom_tx *tx, int r);                                               \
     void loom_##x##_fail_reqs(struct loom_tx *tx, int r, loom_result_t res)
 
 /* errmsg from fmt; returns res. */
@@ -45,8 +45,7 @@ loom_result_t loom_link_errf(struct loom_tx *tx, loom_result_t res, const char *
     __attribute__((format(printf, 3, 4)));
 /* init's first step: check params (rank, the OOB service), then
  * loom_link_init; else errmsg says why. */
-loom_result_t loom_link_open(struct loom_tx *tx, const struct loom_link_ops *ops,
-                             size_t peer_size);
+loom_result_t loom_link_open(struct loom_tx *tx, const struct loom_link_ops *ops, size_t peer_size);
 /* The vtable's isend and irecv: the post hook. */
 loom_result_t loom_link_isend(struct loom_tx *tx, struct loom_tx_req *req);
 loom_result_t loom_link_irecv(struct loom_tx *tx, struct loom_tx_req *req);
@@ -59,7 +58,7 @@ loom_result_t loom_link_progress(struct loom_tx *tx, int timeout_us,
 /* finalize's first step: goodbye to the peers, drop(r, LOOM_ERROR_ABORTED)
  * for every other rank (the caller abandoned their requests), then
  * loom_link_free. */
-void loom_link_finish(struct loom_tx *tx, void (*drop)(struct loom_tx *tx, int r,
-                                                       loom_result_t res));
+void loom_link_finish(struct loom_tx *tx,
+                      void (*drop)(struct loom_tx *tx, int r, loom_result_t res));
 
 #endif

@@ -49,21 +49,21 @@ struct rc_entry {
     uintptr_t start, end;         /* page-aligned                            */
     void *handle;
     int refs;
-    int cached;                   /* on the LRU list: lookups find it        */
-    int watched;                  /* its range is registered with the monitor */
+    int cached;  /* on the LRU list: lookups find it        */
+    int watched; /* its range is registered with the monitor */
 };
 
 struct loom_regcache {
     struct loom_regcache_ops ops;
     void *ctx;
     size_t max_entries, max_bytes;
-    int monitored;                /* caching, with the monitor of gen        */
+    int monitored; /* caching, with the monitor of gen        */
     unsigned gen;
-    char why[160];                /* why not monitored                       */
-    struct rc_entry lru;          /* sentinel: lru.next is the most recent   */
+    char why[160];       /* why not monitored                       */
+    struct rc_entry lru; /* sentinel: lru.next is the most recent   */
     size_t nentries, bytes;
-    struct rc_entry *dead;        /* dropped by the monitor, unreferenced    */
-    struct loom_regcache *next;   /* the monitor's list of caches            */
+    struct rc_entry *dead;      /* dropped by the monitor, unreferenced    */
+    struct loom_regcache *next; /* the monitor's list of caches            */
     struct loom_regcache_stats st;
 };
 
@@ -73,16 +73,16 @@ struct loom_regcache {
 static struct {
     pthread_mutex_t life;
     pthread_mutex_t lock;
-    int users;                    /* monitored caches attached               */
+    int users; /* monitored caches attached               */
     int uffd;
-    int stop_fd;                  /* eventfd: the thread leaves             */
+    int stop_fd; /* eventfd: the thread leaves             */
     pthread_t thread;
     int thread_up;
-    unsigned gen;                 /* bumped in a forked child               */
+    unsigned gen; /* bumped in a forked child               */
     int atfork_set;
     int test_disabled;
     struct loom_regcache *caches;
-    char why[160];                /* why the last start failed              */
+    char why[160]; /* why the last start failed              */
 } mon = {
     .life = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -125,8 +125,7 @@ static int covered_by_watched(uintptr_t at, uintptr_t *upto)
     int found = 0;
     for (struct loom_regcache *c = mon.caches; c; c = c->next)
         for (struct rc_entry *e = c->lru.next; e != &c->lru; e = e->next)
-            if (e->watched && e->start <= at && at < e->end &&
-                (!found || e->end > *upto)) {
+            if (e->watched && e->start <= at && at < e->end && (!found || e->end > *upto)) {
                 *upto = e->end;
                 found = 1;
             }
@@ -237,25 +236,22 @@ static void drain_locked(void)
                 invalidate_locked(m->arg.remove.start, m->arg.remove.end);
                 break;
             case UFFD_EVENT_REMAP:
-                invalidate_locked(m->arg.remap.from,
-                                  m->arg.remap.from + m->arg.remap.len);
-                invalidate_locked(m->arg.remap.to,
-                                  m->arg.remap.to + m->arg.remap.len);
+                invalidate_locked(m->arg.remap.from, m->arg.remap.from + m->arg.remap.len);
+                invalidate_locked(m->arg.remap.to, m->arg.remap.to + m->arg.remap.len);
                 break;
             case UFFD_EVENT_PAGEFAULT: {
                 /* Never expected (no page is protected); if one comes, lift
                  * the protection so the faulting thread goes on. */
                 uintptr_t pg = m->arg.pagefault.address & ~(uintptr_t)(page_size() - 1);
-                struct uffdio_writeprotect wp = {
-                    .range = {.start = pg, .len = page_size()}, .mode = 0};
+                struct uffdio_writeprotect wp = {.range = {.start = pg, .len = page_size()},
+                                                 .mode = 0};
                 if (ioctl(mon.uffd, UFFDIO_WRITEPROTECT, &wp) != 0) {
                     struct uffdio_range r = {.start = pg, .len = page_size()};
                     (void)ioctl(mon.uffd, UFFDIO_WAKE, &r);
                 }
                 break;
             }
-            default:
-                break;
+            default: break;
             }
         }
     }
@@ -405,8 +401,7 @@ static void mon_stop(void)
         return;
     uint64_t one = 1;
     if (write(mon.stop_fd, &one, sizeof one) != sizeof one)
-        LOOM_WARN(LOOM_SUB_NET, "regcache: cannot wake the monitor: %s",
-                  strerror(errno));
+        LOOM_WARN(LOOM_SUB_NET, "regcache: cannot wake the monitor: %s", strerror(errno));
     pthread_join(mon.thread, NULL);
     pthread_mutex_lock(&mon.lock);
     close(mon.uffd); /* the kernel drops every range still registered */
@@ -418,9 +413,8 @@ static void mon_stop(void)
 
 /* ---- the API -------------------------------------------------------------- */
 
-loom_result_t loom_regcache_new(const struct loom_regcache_ops *ops, void *ctx,
-                                size_t max_entries, size_t max_bytes,
-                                struct loom_regcache **out)
+loom_result_t loom_regcache_new(const struct loom_regcache_ops *ops, void *ctx, size_t max_entries,
+                                size_t max_bytes, struct loom_regcache **out)
 {
     if (!out)
         return LOOM_ERROR_INVALID_ARGUMENT;
@@ -457,8 +451,7 @@ loom_result_t loom_regcache_new(const struct loom_regcache_ops *ops, void *ctx,
     pthread_mutex_unlock(&mon.lock);
     pthread_mutex_unlock(&mon.life);
     if (!ok)
-        LOOM_INFO(LOOM_SUB_NET, "regcache: registering per use, not caching: %s",
-                  rc->why);
+        LOOM_INFO(LOOM_SUB_NET, "regcache: registering per use, not caching: %s", rc->why);
     *out = rc;
     return LOOM_SUCCESS;
 }
@@ -479,8 +472,8 @@ static int rc_caching(const struct loom_regcache *rc)
     return rc->monitored && rc->gen == mon.gen;
 }
 
-loom_result_t loom_regcache_get(struct loom_regcache *rc, void *buf, size_t len,
-                                void **handle, void **ref)
+loom_result_t loom_regcache_get(struct loom_regcache *rc, void *buf, size_t len, void **handle,
+                                void **ref)
 {
     if (!rc || !buf || !handle || !ref)
         return LOOM_ERROR_INVALID_ARGUMENT;

@@ -30,17 +30,18 @@ struct loom_regcache_ops {
     loom_result_t (*reg)(void *ctx, void *buf, size_t len, void **handle);
     void (*dereg)(void *ctx, void *handle);
 };
-loom_result_t loom_regcache_new(const struct loom_regcache_ops *ops, void *ctx,
-                                size_t max_entries, size_t max_bytes,
-                                struct loom_regcache **out);
+loom_result_t loom_regcache_new(const struct loom_regcache_ops *ops, void *ctx, size_t max_entries,
+                                size_t max_bytes, struct loom_regcache **out);
 /* A registration covering [buf, buf+len): a cached one when still valid, else
  * a new one. *ref is released with loom_regcache_put. */
-loom_result_t loom_regcache_get(struct loom_regcache *rc, void *buf, size_t len,
-                                void **handle, void **ref);
+loom_result_t loom_regcache_get(struct loom_regcache *rc, void *buf, size_t len, void **handle,
+                                void **ref);
 void loom_regcache_put(struct loom_regcache *rc, void *ref);
 void loom_regcache_free(struct loom_regcache *rc);
 /* counters for tests and perf: hits, misses, invalidations, evictions */
-struct loom_regcache_stats { unsigned long hits, misses, invalidated, evicted; };
+struct loom_regcache_stats {
+    unsigned long hits, misses, invalidated, evicted;
+};
 void loom_regcache_stats(const struct loom_regcache *rc, struct loom_regcache_stats *st);
 
 /* ---- extensions ---------------------------------------------------------- */

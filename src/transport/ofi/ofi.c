@@ -56,8 +56,8 @@ static struct fi_info *hints_new(const char *prov)
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     /* every mode ofi_data.c handles (a provider that needs none of them
      * gets none) */
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                              FI_MR_ENDPOINT;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
     /* no ordering asked for: 0, which libfabric 1.x calls FI_ORDER_NONE
      * (deprecated in 2.x, where using the name draws a warning) */
@@ -86,7 +86,8 @@ static void shm_env_once(void)
         return;
     if (strcmp(loom_config()->ofi_provider, "shm") == 0 && !getenv("FI_SHM_DISABLE_CMA")) {
         setenv("FI_SHM_DISABLE_CMA", "1", 0);
-        LOOM_INFO(LOOM_SUB_NET, "ofi: shm copies through its shared buffers "
+        LOOM_INFO(LOOM_SUB_NET,
+                  "ofi: shm copies through its shared buffers "
                   "(FI_SHM_DISABLE_CMA=1; FI_SHM_DISABLE_CMA=0 keeps its CMA copies)");
     }
 }
@@ -158,9 +159,11 @@ static int choose(const char **prov, char *why, size_t len)
     }
     char found[256];
     list_found(found, sizeof found);
-    snprintf(why, len, "no libfabric provider of the default order (cxi efa opx psm3 "
+    snprintf(why, len,
+             "no libfabric provider of the default order (cxi efa opx psm3 "
              "verbs;ofi_rxm tcp;ofi_rxm udp;ofi_rxd) is available; found: %s (set "
-             "LOOM_OFI_PROVIDER)", found);
+             "LOOM_OFI_PROVIDER)",
+             found);
     return -1;
 }
 
@@ -190,7 +193,7 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
         ret = getinfo(prov, NULL, &vp->info);
     if (ret)
         return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "ofi: fi_getinfo for %s: %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     struct fi_info *fi = vp->info;
     vp->need_reg = !!(fi->domain_attr->mr_mode & FI_MR_LOCAL);
     const char *force = getenv("LOOM_TEST_OFI_REG");
@@ -205,12 +208,11 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
 
     if ((ret = loom_fi.fabric(fi->fabric_attr, &vp->fabric, NULL)))
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_fabric (%s): %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     if ((ret = fi_domain(vp->fabric, fi, &vp->domain, NULL)))
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_domain (%s): %s", prov,
-                         loom_fi.strerror(-ret));
-    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD,
-                            .size = 0};
+                              loom_fi.strerror(-ret));
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD, .size = 0};
     ret = fi_cq_open(vp->domain, &ca, &vp->cq, NULL);
     if (ret) {
         /* no wait object: progress() polls in short sleeps instead */
@@ -219,7 +221,7 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
     }
     if (ret)
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_cq_open (%s): %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     vp->cq_fd = -1;
     if (ca.wait_obj == FI_WAIT_FD) {
         int fd = -1;
@@ -233,19 +235,19 @@ static loom_result_t open_endpoint(struct loom_tx *tx, const char *prov)
     }
     if (ret)
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_av_open (%s): %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     if ((ret = fi_endpoint(vp->domain, fi, &vp->ep, NULL)))
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_endpoint (%s): %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     if ((ret = fi_ep_bind(vp->ep, &vp->av->fid, 0)) ||
         (ret = fi_ep_bind(vp->ep, &vp->cq->fid, FI_TRANSMIT | FI_RECV)) ||
         (ret = fi_enable(vp->ep)))
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: endpoint set-up (%s): %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     vp->addrlen = sizeof vp->addr;
     if ((ret = fi_getname(&vp->ep->fid, vp->addr, &vp->addrlen)))
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "ofi: fi_getname (%s): %s", prov,
-                         loom_fi.strerror(-ret));
+                              loom_fi.strerror(-ret));
     /* the tcp provider's sockets, found by its addresses (see
      * loom_ofi_tune_sockets) */
     if (strncmp(prov, "tcp", 3) == 0 && (prov[3] == ';' || !prov[3]) &&
@@ -316,8 +318,10 @@ void loom_ofi_tune_sockets(struct loom_tx *tx, int r)
     }
     closedir(d);
     vp->counts.socks_tuned += (uint64_t)n;
-    LOOM_TRACE(LOOM_SUB_NET, "ofi: rank %d: SO_SNDBUF %zu on %d of the provider's sockets "
-               "(rank %d's first completion)", tx->params.rank, vp->sndbuf, n, r);
+    LOOM_TRACE(LOOM_SUB_NET,
+               "ofi: rank %d: SO_SNDBUF %zu on %d of the provider's sockets "
+               "(rank %d's first completion)",
+               tx->params.rank, vp->sndbuf, n, r);
 }
 
 static loom_result_t ox_init(struct loom_tx *tx)
@@ -335,9 +339,10 @@ static loom_result_t ox_init(struct loom_tx *tx)
     if (vp->cq_fd >= 0)
         loom_link_epoll_add(tx, vp->cq_fd, EPOLLIN, OX_EP_CQ);
     snprintf(tx->info, sizeof tx->info, "ofi %s", vp->info->fabric_attr->prov_name);
-    LOOM_INFO(LOOM_SUB_NET, "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
-              "messages up to %zu bytes per post; %s", pr->rank,
-              vp->info->fabric_attr->prov_name,
+    LOOM_INFO(LOOM_SUB_NET,
+              "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
+              "messages up to %zu bytes per post; %s",
+              pr->rank, vp->info->fabric_attr->prov_name,
               loom_config()->ofi_provider[0] ? "LOOM_OFI_PROVIDER" : "the best available",
               vp->info->domain_attr->name, vp->info->fabric_attr->name,
               vp->cq_fd >= 0 ? "sleeps on the completion queue's fd" : "polls (no wait fd)",
@@ -345,7 +350,6 @@ static loom_result_t ox_init(struct loom_tx *tx)
     tx->caps = tx->ops->caps;
     return LOOM_SUCCESS;
 }
-
 
 /* refused posts are retried from progress */
 static void retry_posts(struct loom_tx *tx)

@@ -18,8 +18,8 @@
 
 struct loom_fi {
     uint32_t (*version)(void);
-    int (*getinfo)(uint32_t version, const char *node, const char *service,
-                   uint64_t flags, const struct fi_info *hints, struct fi_info **info);
+    int (*getinfo)(uint32_t version, const char *node, const char *service, uint64_t flags,
+                   const struct fi_info *hints, struct fi_info **info);
     void (*freeinfo)(struct fi_info *info);
     struct fi_info *(*dupinfo)(const struct fi_info *info);
     int (*fabric)(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);

@@ -45,8 +45,8 @@ static loom_result_t mr_reg(struct loom_tx *tx, void *buf, size_t len, struct fi
             fi_close(&mr->fid);
     }
     if (ret) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: fi_mr_reg of %zu bytes at %p: %s", len,
-                 buf, loom_fi.strerror(-ret));
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: fi_mr_reg of %zu bytes at %p: %s", len, buf,
+                 loom_fi.strerror(-ret));
         return LOOM_ERROR_SYSTEM;
     }
     vp->counts.regs++;
@@ -236,9 +236,8 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
     op->len = clen;
     op->off = off;
     uint64_t tag = OX_TAG(i, req->len, rs->msg);
-    ssize_t ret = req->is_send
-                      ? fi_tsend(vp->ep, buf, clen, desc, p->addr, tag, &op->ctx)
-                      : fi_trecv(vp->ep, buf, clen, desc, p->addr, tag, 0, &op->ctx);
+    ssize_t ret = req->is_send ? fi_tsend(vp->ep, buf, clen, desc, p->addr, tag, &op->ctx)
+                               : fi_trecv(vp->ep, buf, clen, desc, p->addr, tag, 0, &op->ctx);
     if (ret == -FI_EAGAIN) {
         op_put(vp, op);
         vp->counts.eagains++;
@@ -247,7 +246,7 @@ static int post_chunk(struct loom_tx *tx, struct loom_tx_req *req, uint32_t i)
     if (ret) {
         op_put(vp, op);
         loom_link_fail(tx, req->peer, LOOM_ERROR_SYSTEM, ": %s of %zu bytes failed: %s",
-                           req->is_send ? "fi_tsend" : "fi_trecv", clen, loom_fi.strerror((int)-ret));
+                       req->is_send ? "fi_tsend" : "fi_trecv", clen, loom_fi.strerror((int)-ret));
         return -1;
     }
     op->prev = NULL;
@@ -300,8 +299,8 @@ loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_
     memset(req->priv, 0, sizeof req->priv);
     loom_result_t res = LOOM_SUCCESS;
     if (r < 0 || r >= tx->params.nranks || r == tx->params.rank) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: a request for rank %d of %d (own rank %d)",
-                 r, tx->params.nranks, tx->params.rank);
+        snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: a request for rank %d of %d (own rank %d)", r,
+                 tx->params.nranks, tx->params.rank);
         res = LOOM_ERROR_INVALID_ARGUMENT;
     } else if (req->mem != LOOM_MEM_HOST) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "ofi: device memory is not supported here");
@@ -365,8 +364,8 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
              * failure is known (or its goodbye says the message arrived) */
             char why[300];
             snprintf(why, sizeof why, ": a %s of %zu bytes failed: %s (provider error %d: %s)",
-                     req->is_send ? "send" : "receive", req->len, loom_fi.strerror(err),
-                     prov_err, perr ? perr : "");
+                     req->is_send ? "send" : "receive", req->len, loom_fi.strerror(err), prov_err,
+                     perr ? perr : "");
             int peer = op->peer;
             op_put(vp, op);
             loom_link_data_error(tx, peer, why);
@@ -376,7 +375,8 @@ static void op_done(struct loom_tx *tx, struct ox_op *op, size_t len, int err, i
         if (longer) {
             snprintf(tx->errmsg, sizeof tx->errmsg,
                      "%s sent a message longer than the %zu bytes this rank expected (%s)",
-                     loom_link_describe(tx, op->peer, d, sizeof d), req->len, loom_fi.strerror(err));
+                     loom_link_describe(tx, op->peer, d, sizeof d), req->len,
+                     loom_fi.strerror(err));
             if (!rs->err)
                 rs->err = LOOM_ERROR_MISMATCH;
         } else if (!req->is_send) {

@@ -27,14 +27,13 @@
 
 struct loom_fi loom_fi;
 
-#define SYM(field, name) {name, offsetof(struct loom_fi, field)}
+#define SYM(field, name)                                                                           \
+    {                                                                                              \
+        name, offsetof(struct loom_fi, field)                                                      \
+    }
 static const struct loom_dl_sym syms[] = {
-    SYM(version, "fi_version"),
-    SYM(getinfo, "fi_getinfo"),
-    SYM(freeinfo, "fi_freeinfo"),
-    SYM(dupinfo, "fi_dupinfo"),
-    SYM(fabric, "fi_fabric"),
-    SYM(strerror, "fi_strerror"),
+    SYM(version, "fi_version"), SYM(getinfo, "fi_getinfo"), SYM(freeinfo, "fi_freeinfo"),
+    SYM(dupinfo, "fi_dupinfo"), SYM(fabric, "fi_fabric"),   SYM(strerror, "fi_strerror"),
 };
 #undef SYM
 
@@ -49,19 +48,21 @@ static void before_open(void)
     void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (h) {
         dlclose(h);
-        LOOM_INFO(LOOM_SUB_NET, "ofi: libfabric.so.1 was already loaded by this process: "
+        LOOM_INFO(LOOM_SUB_NET,
+                  "ofi: libfabric.so.1 was already loaded by this process: "
                   "its providers' signal handlers are as they set them (docs/ofi.md)");
         return;
     }
     for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++) {
         if (getenv(quiet[i])) {
-            LOOM_INFO(LOOM_SUB_NET, "ofi: %s=%s set by the user: kept", quiet[i],
-                      getenv(quiet[i]));
+            LOOM_INFO(LOOM_SUB_NET, "ofi: %s=%s set by the user: kept", quiet[i], getenv(quiet[i]));
             continue;
         }
         setenv(quiet[i], "1", 0);
-        LOOM_INFO(LOOM_SUB_NET, "ofi: %s=1, so that libfabric's provider libraries install "
-                  "no signal handlers that call exit() (docs/ofi.md)", quiet[i]);
+        LOOM_INFO(LOOM_SUB_NET,
+                  "ofi: %s=1, so that libfabric's provider libraries install "
+                  "no signal handlers that call exit() (docs/ofi.md)",
+                  quiet[i]);
     }
 }
 

@@ -58,35 +58,35 @@ static inline uint64_t ox_len_hash(uint64_t len)
 {
     return ((len + 1) * 0x9e3779b97f4a7c15ull) >> 52;
 }
-#define OX_TAG(chunk, len, msg)                                                \
-    ((OX_PROTO_DATA << 60) | ((uint64_t)(chunk) & 0xfffull) << 40 |            \
-     ox_len_hash(len) << 28 | ((uint64_t)(msg) & 0xfffffffull))
+#define OX_TAG(chunk, len, msg)                                                                    \
+    ((OX_PROTO_DATA << 60) | ((uint64_t)(chunk)&0xfffull) << 40 | ox_len_hash(len) << 28 |         \
+     ((uint64_t)(msg)&0xfffffffull))
 #define OX_MAX_CHUNKS 4096u
 
-#define OX_ADDR_MAX 256          /* bytes of a provider address we accept    */
+#define OX_ADDR_MAX 256 /* bytes of a provider address we accept    */
 
 /* One posted tagged operation (a chunk of a request), its context. */
 struct ox_op {
-    struct fi_context2 ctx;      /* first: the provider's (FI_CONTEXT2)     */
-    struct loom_tx_req *req;     /* NULL once the request was given up       */
+    struct fi_context2 ctx;  /* first: the provider's (FI_CONTEXT2)     */
+    struct loom_tx_req *req; /* NULL once the request was given up       */
     int peer;
     int is_send;
-    size_t len;                  /* bytes posted                             */
-    size_t off;                  /* where in the request's buffer            */
-    uint8_t *bounce;             /* a bounce slot it copies through, or NULL */
-    struct ox_op *prev, *next;   /* in flight                                */
+    size_t len;                /* bytes posted                             */
+    size_t off;                /* where in the request's buffer            */
+    uint8_t *bounce;           /* a bounce slot it copies through, or NULL */
+    struct ox_op *prev, *next; /* in flight                                */
 };
 
 struct ox_peer {
-    struct loom_link_peer lk;    /* first: the link layer's (link.h)      */
+    struct loom_link_peer lk; /* first: the link layer's (link.h)      */
     fi_addr_t addr;
-    struct loom_tx_req *shead, *stail;  /* sends not yet complete (FIFO)    */
-    struct loom_tx_req *rhead, *rtail;  /* receives not yet complete         */
+    struct loom_tx_req *shead, *stail; /* sends not yet complete (FIFO)    */
+    struct loom_tx_req *rhead, *rtail; /* receives not yet complete         */
     uint64_t send_msg, recv_msg;
-    uint64_t recv_done;                 /* receives handed back: its goodbye
+    uint64_t recv_done; /* receives handed back: its goodbye
                                            tells it how many of its messages
                                            arrived                           */
-    uint32_t inflight;                  /* ops posted, not yet completed     */
+    uint32_t inflight;  /* ops posted, not yet completed     */
     /* tcp-based providers: its endpoint address as a socket address, and
      * whether the provider's sockets to it were looked for (ofi.c,
      * loom_ofi_tune_sockets) */
@@ -98,12 +98,12 @@ struct ox_peer {
 /* Request scratch (req->priv). */
 struct ox_reqstate {
     uint64_t msg;
-    uint64_t chunk;              /* bytes per chunk                          */
+    uint64_t chunk; /* bytes per chunk                          */
     uint32_t nchunks, posted, ndone;
-    int32_t err;                 /* a chunk failed: the request's result     */
-    void *ref;                   /* regcache reference, or NULL              */
-    void *desc;                  /* its fi_mr_desc, or NULL                  */
-    uint32_t landed;             /* every chunk completed                    */
+    int32_t err;     /* a chunk failed: the request's result     */
+    void *ref;       /* regcache reference, or NULL              */
+    void *desc;      /* its fi_mr_desc, or NULL                  */
+    uint32_t landed; /* every chunk completed                    */
 };
 static inline struct ox_reqstate *ox_rs(struct loom_tx_req *req)
 {
@@ -112,21 +112,21 @@ static inline struct ox_reqstate *ox_rs(struct loom_tx_req *req)
 }
 
 struct ox_priv {
-    struct loom_link link;       /* first: the link layer's (link.h)       */
+    struct loom_link link; /* first: the link layer's (link.h)       */
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_ep *ep;
     struct fid_cq *cq;
     struct fid_av *av;
-    int cq_fd;                   /* the CQ's wait fd, or -1 (polled)          */
+    int cq_fd; /* the CQ's wait fd, or -1 (polled)          */
     uint8_t addr[OX_ADDR_MAX];
     size_t addrlen;
-    size_t chunk;                /* largest tagged message posted             */
-    int need_reg;                /* FI_MR_LOCAL: buffers need a descriptor    */
-    int mr_endpoint;             /* FI_MR_ENDPOINT: bind each MR to the EP    */
+    size_t chunk;    /* largest tagged message posted             */
+    int need_reg;    /* FI_MR_LOCAL: buffers need a descriptor    */
+    int mr_endpoint; /* FI_MR_ENDPOINT: bind each MR to the EP    */
     struct loom_regcache *rc;
-    uint8_t *bounce;             /* bounce slots (need_reg)                   */
+    uint8_t *bounce; /* bounce slots (need_reg)                   */
     struct fid_mr *bounce_mr;
     void *bounce_desc;
     size_t bounce_size;
@@ -134,11 +134,11 @@ struct ox_priv {
     uint8_t **bounce_free;
     uint32_t nbounce_free;
     struct ox_op *ops_free;
-    struct ox_op *inflight;      /* every posted op (list)                    */
-    int eagain;                  /* a post was refused: retry from progress   */
-    struct ox_peer *peers;       /* link.peers, typed                         */
-    unsigned polls;              /* progress(0) calls                         */
-    size_t sndbuf;               /* SO_SNDBUF for a tcp provider's sockets (0: none) */
+    struct ox_op *inflight; /* every posted op (list)                    */
+    int eagain;             /* a post was refused: retry from progress   */
+    struct ox_peer *peers;  /* link.peers, typed                         */
+    unsigned polls;         /* progress(0) calls                         */
+    size_t sndbuf;          /* SO_SNDBUF for a tcp provider's sockets (0: none) */
     struct loom_ofi_counts {
         uint64_t sends, recvs, chunks, eagains, regs, bounced, socks_tuned;
     } counts;

@@ -120,8 +120,7 @@ static void set_lowat(struct tcp_sock *sk)
         if (left >= LOOM_TCP_LOWAT_MIN)
             want = left > LOOM_TCP_LOWAT_MAX ? LOOM_TCP_LOWAT_MAX : (int)left;
     }
-    if (want != sk->lowat &&
-        setsockopt(sk->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+    if (want != sk->lowat && setsockopt(sk->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
         sk->lowat = want;
 }
 
@@ -145,8 +144,7 @@ static loom_result_t activate(struct loom_tx *tx, struct tcp_sock *sk)
 
 /* Mark peer r failed with res and the sentence msg: its requests fail, its
  * sockets close, and later posts fail at once with the same sentence. */
-static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
-                      const char *msg)
+static void peer_down(struct loom_tx *tx, int r, loom_result_t res, const char *msg)
 {
     struct tcp_priv *tp = tx->priv;
     struct tcp_peer *peer = &tp->peers[r];
@@ -175,8 +173,7 @@ static void peer_down(struct loom_tx *tx, int r, loom_result_t res,
 }
 
 /* A link broke: fail peer r, log it, and have progress report it. */
-void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
-                        const char *fmt, ...)
+void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
 {
     struct tcp_priv *tp = tx->priv;
     if (tp->peers[r].failed)
@@ -186,8 +183,7 @@ void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res,
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s",
-             loom_tcp_describe(tx, r, d, sizeof d), what);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "%s %s", loom_tcp_describe(tx, r, d, sizeof d), what);
     /* the op that waits on r returns this: INFO, shown once by the caller */
     LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d: %s", tx->params.rank, tx->errmsg);
     peer_down(tx, r, res, tx->errmsg);
@@ -230,8 +226,8 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
         if (!expected_data)
             return 1;
         loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE,
-                  "has left (it destroyed its communicator) while this rank "
-                  "still expected a message from it");
+                           "has left (it destroyed its communicator) while this rank "
+                           "still expected a message from it");
         return 0;
     }
     if (f->tag == LOOM_TCP_CTL_ABORT) {
@@ -248,14 +244,19 @@ static int handle_control(struct loom_tx *tx, int r, const struct loom_tcp_frame
 
 /* Best effort, never blocks: a control frame on every socket of peer r whose
  * next byte would start a frame. */
-static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc,
-                         uint64_t seq, uint64_t count, uint64_t word)
+static void send_control(struct loom_tx *tx, int r, uint32_t type, uint32_t desc, uint64_t seq,
+                         uint64_t count, uint64_t word)
 {
     struct tcp_priv *tp = tx->priv;
-    struct loom_tcp_frame f = {
-        .magic = LOOM_TCP_FRAME_MAGIC, .version = LOOM_TCP_VERSION,
-        .stripe = LOOM_TCP_CONTROL_STRIPE, .tag = type, .desc = desc,
-        .comm_id = tx->params.comm_id, .seq = seq, .len = word, .count = count};
+    struct loom_tcp_frame f = {.magic = LOOM_TCP_FRAME_MAGIC,
+                               .version = LOOM_TCP_VERSION,
+                               .stripe = LOOM_TCP_CONTROL_STRIPE,
+                               .tag = type,
+                               .desc = desc,
+                               .comm_id = tx->params.comm_id,
+                               .seq = seq,
+                               .len = word,
+                               .count = count};
     uint8_t hdr[LOOM_TCP_FRAME_LEN];
     loom_tcp_frame_encode(&f, hdr);
     for (int s = 0; s < tp->nsocks; s++) {
@@ -378,8 +379,7 @@ static void fail_errno(struct loom_tx *tx, int r, int err)
     if (control_pending(tx, r))
         return;
     if (err == ECONNRESET || err == EPIPE)
-        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "reset the connection (%s)",
-                  strerror(err));
+        loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "reset the connection (%s)", strerror(err));
     else
         loom_tcp_fail_peer(tx, r, LOOM_ERROR_REMOTE, "link failed: %s", strerror(err));
 }
@@ -453,26 +453,26 @@ static size_t sock_send(struct loom_tx *tx, struct tcp_sock *sk)
 
 /* Check a frame header against the receive it lands in; 0 when it matches.
  * The rules are loom_tcp_frame_check's (tcp_check.c, also fuzzed). */
-static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
-                       const struct tcp_op *op)
+static int check_frame(struct loom_tx *tx, struct tcp_sock *sk, const struct tcp_op *op)
 {
     struct loom_tcp_frame f;
     loom_tcp_frame_decode(op->hdr, &f);
-    struct loom_tcp_expect e = {
-        .comm_id = tx->params.comm_id, .seq = op->seq, .stripe = op->stripe,
-        .len = op->len, .tag = op->req->tag, .desc = op->req->desc,
-        .count = op->req->count, .sock_index = sk->index};
+    struct loom_tcp_expect e = {.comm_id = tx->params.comm_id,
+                                .seq = op->seq,
+                                .stripe = op->stripe,
+                                .len = op->len,
+                                .tag = op->req->tag,
+                                .desc = op->req->desc,
+                                .count = op->req->count,
+                                .sock_index = sk->index};
     char why[300];
     enum loom_tcp_check rc = loom_tcp_frame_check(&f, &e, why, sizeof why);
     if (rc == LOOM_TCP_FRAME_OTHER_CALL && ((struct tcp_priv *)tx->priv)->no_fingerprint &&
         f.len == op->len)
         rc = LOOM_TCP_FRAME_OK; /* the core's envelope is to notice */
     switch (rc) {
-    case LOOM_TCP_FRAME_OK:
-        return 0;
-    case LOOM_TCP_FRAME_CONTROL:
-        handle_control(tx, sk->peer, &f, 1);
-        return -1;
+    case LOOM_TCP_FRAME_OK: return 0;
+    case LOOM_TCP_FRAME_CONTROL: handle_control(tx, sk->peer, &f, 1); return -1;
     case LOOM_TCP_FRAME_OTHER_CALL:
         /* a different collective call: the owner names both. The peer is
          * told which call this rank is in before the links close, since it
@@ -484,14 +484,11 @@ static int check_frame(struct loom_tx *tx, struct tcp_sock *sk,
                                                .seq = op->req->tag,
                                                .count = op->req->count,
                                                .desc = op->req->desc});
-        tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = sk->peer,
-                                                 .tag = f.tag, .desc = f.desc,
-                                                 .count = f.count};
+        tx->mismatch = (struct loom_tx_mismatch){
+            .valid = 1, .peer = sk->peer, .tag = f.tag, .desc = f.desc, .count = f.count};
         loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_MISMATCH, "%s", why);
         return -1;
-    default:
-        loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", why);
-        return -1;
+    default: loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_PROTOCOL, "%s", why); return -1;
     }
 }
 
@@ -572,8 +569,8 @@ static size_t sock_recv(struct loom_tx *tx, struct tcp_sock *sk)
         if (n == 0) {
             if (!control_pending(tx, sk->peer))
                 loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
-                          "closed the connection without a goodbye (it exited or "
-                          "crashed)");
+                                   "closed the connection without a goodbye (it exited or "
+                                   "crashed)");
             break;
         }
         size_t left = (size_t)n;
@@ -632,8 +629,7 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
         (req->len && !req->buf)) {
         snprintf(tx->errmsg, sizeof tx->errmsg,
                  "tcp: invalid %s request (peer %d of %d, own rank %d)",
-                 is_send ? "send" : "receive", r, tx->params.nranks,
-                 tx->params.rank);
+                 is_send ? "send" : "receive", r, tx->params.nranks, tx->params.rank);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     req->is_send = is_send;
@@ -655,8 +651,7 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
     size_t chunk = req->len, nstripes = 1;
     if (lanes > 1 && req->len > LOOM_TCP_STRIPE_MIN) {
         chunk = (req->len + (size_t)lanes - 1) / (size_t)lanes;
-        chunk = (chunk + LOOM_TCP_STRIPE_ALIGN - 1) &
-                ~(size_t)(LOOM_TCP_STRIPE_ALIGN - 1);
+        chunk = (chunk + LOOM_TCP_STRIPE_ALIGN - 1) & ~(size_t)(LOOM_TCP_STRIPE_ALIGN - 1);
         nstripes = (req->len + chunk - 1) / chunk;
     }
     struct tcp_op *ops[LOOM_TCP_MAX_SOCKS];
@@ -671,8 +666,8 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
             }
         }
         ops[s] = op_get(tp);
-        if (!ops[s] ||
-            activate(tx, &peer->socks[loom_tcp_msg_sock(from, to, req->len, (int)s)]) != LOOM_SUCCESS) {
+        if (!ops[s] || activate(tx, &peer->socks[loom_tcp_msg_sock(from, to, req->len, (int)s)]) !=
+                           LOOM_SUCCESS) {
             if (ops[s])
                 op_put(tp, ops[s]);
             while (s--)
@@ -694,11 +689,15 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
         op->seq = seq;
         op->stripe = (uint16_t)s;
         if (is_send) {
-            struct loom_tcp_frame f = {
-                .magic = LOOM_TCP_FRAME_MAGIC, .version = LOOM_TCP_VERSION,
-                .stripe = (uint16_t)s, .tag = req->tag, .desc = req->desc,
-                .comm_id = tx->params.comm_id, .seq = seq, .len = op->len,
-                .count = req->count};
+            struct loom_tcp_frame f = {.magic = LOOM_TCP_FRAME_MAGIC,
+                                       .version = LOOM_TCP_VERSION,
+                                       .stripe = (uint16_t)s,
+                                       .tag = req->tag,
+                                       .desc = req->desc,
+                                       .comm_id = tx->params.comm_id,
+                                       .seq = seq,
+                                       .len = op->len,
+                                       .count = req->count};
             loom_tcp_frame_encode(&f, op->hdr);
             queue_push(&sk->sendq, op);
         } else {
@@ -712,8 +711,8 @@ static loom_result_t post(struct loom_tx *tx, struct loom_tx_req *req, int is_se
 static loom_result_t tcp_connect(struct loom_tx *tx, int peer)
 {
     if (peer < 0 || peer >= tx->params.nranks || peer == tx->params.rank) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: cannot connect to rank %d of %d",
-                 peer, tx->params.nranks);
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: cannot connect to rank %d of %d", peer,
+                 tx->params.nranks);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     return loom_tcp_want_sock(tx, peer, 0);
@@ -763,7 +762,7 @@ static void idle_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
             stop_watching(tp, sk);
         else if (!control_pending(tx, sk->peer))
             loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
-                      "closed the connection without a goodbye (it exited or crashed)");
+                               "closed the connection without a goodbye (it exited or crashed)");
         return;
     }
     if (n < 0) {
@@ -796,8 +795,7 @@ static loom_result_t tcp_events(struct loom_tx *tx, int ms)
     struct epoll_event evs[64];
     int n = epoll_wait(tp->epfd, evs, 64, ms);
     if (n < 0 && errno != EINTR) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: epoll_wait: %s",
-                 strerror(errno));
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: epoll_wait: %s", strerror(errno));
         return LOOM_ERROR_SYSTEM;
     }
     for (int i = 0; i < n; i++) {
@@ -851,8 +849,9 @@ static loom_result_t tcp_progress(struct loom_tx *tx, int timeout_us)
         struct tcp_sock *sk = tp->active[i];
         if (sk->cstate != TCP_CS_UP)
             continue;
-        set_interest(tp, sk, (sk->sendq.head ? EPOLLOUT : 0u) |
-                                 (sk->recvq.head ? EPOLLIN : 0u) | EPOLLRDHUP);
+        set_interest(tp, sk,
+                     (sk->sendq.head ? EPOLLOUT : 0u) | (sk->recvq.head ? EPOLLIN : 0u) |
+                         EPOLLRDHUP);
         set_lowat(sk);
     }
     int ms = timeout_us < 0 ? -1 : (int)(((long long)timeout_us + 999) / 1000);
@@ -924,9 +923,10 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         if (r == tx->params.rank || tp->peers[r].failed)
             continue;
         char d[256], msg[LOOM_TX_ERRLEN];
-        snprintf(msg, sizeof msg, "%s is unreachable: the transport was shut "
-                 "down (%s)", loom_tcp_describe(tx, r, d, sizeof d),
-                 loom_result_string(res));
+        snprintf(msg, sizeof msg,
+                 "%s is unreachable: the transport was shut "
+                 "down (%s)",
+                 loom_tcp_describe(tx, r, d, sizeof d), loom_result_string(res));
         peer_down(tx, r, res, msg);
     }
     for (int i = 0; i < tp->nactive; i++)
@@ -1004,14 +1004,14 @@ static loom_result_t tcp_init(struct loom_tx *tx)
     tp->oob = p->oob;
     if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || (p->nranks > 1 && !p->oob)) {
         snprintf(tx->errmsg, sizeof tx->errmsg,
-                 "tcp: rank %d of %d ranks (out-of-band service %s) cannot be set up",
-                 p->rank, p->nranks, p->oob ? "given" : "missing");
+                 "tcp: rank %d of %d ranks (out-of-band service %s) cannot be set up", p->rank,
+                 p->nranks, p->oob ? "given" : "missing");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     if (cfg->nsocks < 1 || cfg->nsocks > LOOM_TCP_MAX_SOCKS / 2) {
         snprintf(tx->errmsg, sizeof tx->errmsg,
-                 "tcp: %d sockets per peer and direction is not in 1..%d",
-                 cfg->nsocks, LOOM_TCP_MAX_SOCKS / 2);
+                 "tcp: %d sockets per peer and direction is not in 1..%d", cfg->nsocks,
+                 LOOM_TCP_MAX_SOCKS / 2);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     tp->nsocks = 2 * cfg->nsocks; /* LOOM_NSOCKS lanes each way */
@@ -1027,8 +1027,7 @@ static loom_result_t tcp_init(struct loom_tx *tx)
     }
     tp->peers = calloc((size_t)p->nranks, sizeof *tp->peers);
     if (!tp->peers) {
-        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: out of memory for %d peers",
-                 p->nranks);
+        snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: out of memory for %d peers", p->nranks);
         return LOOM_ERROR_NO_MEMORY;
     }
     for (int r = 0; r < p->nranks; r++) {
@@ -1068,8 +1067,10 @@ static loom_result_t tcp_init(struct loom_tx *tx)
     }
     snprintf(tx->info, sizeof tx->info, "tcp (%d socket%s per peer)", tp->nsocks,
              tp->nsocks == 1 ? "" : "s");
-    LOOM_INFO(LOOM_SUB_NET, "tcp: rank %d ready; sockets are made on first use, %d per "
-              "peer at most", p->rank, tp->nsocks);
+    LOOM_INFO(LOOM_SUB_NET,
+              "tcp: rank %d ready; sockets are made on first use, %d per "
+              "peer at most",
+              p->rank, tp->nsocks);
     return LOOM_SUCCESS;
 }
 

@@ -6,20 +6,16 @@
 #include "transport/tcp/tcp_check.h"
 
 enum loom_tcp_check loom_tcp_frame_check(const struct loom_tcp_frame *f,
-                                         const struct loom_tcp_expect *e,
-                                         char *why, size_t whylen)
+                                         const struct loom_tcp_expect *e, char *why, size_t whylen)
 {
     if (f->magic != LOOM_TCP_FRAME_MAGIC) {
-        snprintf(why, whylen, "sent a frame with bad magic 0x%08x",
-                 (unsigned)f->magic);
+        snprintf(why, whylen, "sent a frame with bad magic 0x%08x", (unsigned)f->magic);
     } else if (f->version != LOOM_TCP_VERSION) {
-        snprintf(why, whylen, "sent protocol version %u, expected %u",
-                 f->version, LOOM_TCP_VERSION);
+        snprintf(why, whylen, "sent protocol version %u, expected %u", f->version,
+                 LOOM_TCP_VERSION);
     } else if (f->comm_id != e->comm_id) {
-        snprintf(why, whylen,
-                 "sent a frame of communicator 0x%016llx, expected 0x%016llx",
-                 (unsigned long long)f->comm_id,
-                 (unsigned long long)e->comm_id);
+        snprintf(why, whylen, "sent a frame of communicator 0x%016llx, expected 0x%016llx",
+                 (unsigned long long)f->comm_id, (unsigned long long)e->comm_id);
     } else if (f->stripe == LOOM_TCP_CONTROL_STRIPE) {
         return LOOM_TCP_FRAME_CONTROL;
     } else if (f->tag != e->tag || f->desc != e->desc || f->count != e->count) {
@@ -33,14 +29,14 @@ enum loom_tcp_check loom_tcp_frame_check(const struct loom_tcp_frame *f,
         snprintf(why, whylen,
                  "sent message %llu stripe %u on socket %d where message %llu "
                  "stripe %u was expected",
-                 (unsigned long long)f->seq, f->stripe, e->sock_index,
-                 (unsigned long long)e->seq, e->stripe);
+                 (unsigned long long)f->seq, f->stripe, e->sock_index, (unsigned long long)e->seq,
+                 e->stripe);
     } else if (f->len != e->len || f->tag != e->tag) {
         snprintf(why, whylen,
                  "sent %llu bytes with tag %u (message %llu, stripe %u) where "
                  "the posted receive expects %llu bytes with tag %u",
-                 (unsigned long long)f->len, f->tag, (unsigned long long)f->seq,
-                 f->stripe, (unsigned long long)e->len, e->tag);
+                 (unsigned long long)f->len, f->tag, (unsigned long long)f->seq, f->stripe,
+                 (unsigned long long)e->len, e->tag);
     } else {
         return LOOM_TCP_FRAME_OK;
     }

@@ -41,10 +41,9 @@
 #define TCP_MAX_PENDING_ACCEPTS 256
 #define TCP_IN_DEADLINE 10.0
 #define TCP_OOB_ASK (LOOM_OOB_TAG_TCP + 1) /* "connect socket s to me" */
-#define TCP_PING_EVERY 1.0 /* seconds between liveness checks of an asked peer */
+#define TCP_PING_EVERY 1.0                 /* seconds between liveness checks of an asked peer */
 
-const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf,
-                              size_t len)
+const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf, size_t len)
 {
     const char *d = NULL;
     if (tx->params.describe)
@@ -66,9 +65,8 @@ const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf,
 
 static int retryable(int e)
 {
-    return e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH ||
-           e == ENETUNREACH || e == ECONNRESET || e == ECONNABORTED ||
-           e == EAGAIN || e == EPIPE;
+    return e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH ||
+           e == ECONNRESET || e == ECONNABORTED || e == EAGAIN || e == EPIPE;
 }
 
 static void pending_add(struct tcp_priv *tp, struct tcp_sock *sk)
@@ -195,7 +193,8 @@ static void out_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
         if (getsockopt(sk->hs_fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
             err = errno;
         if (err == ECONNREFUSED) {
-            loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE, "is gone: its port "
+            loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_REMOTE,
+                               "is gone: its port "
                                "refused the connection (the process exited or crashed)");
             return;
         }
@@ -203,8 +202,8 @@ static void out_event(struct loom_tx *tx, struct tcp_sock *sk, uint32_t events)
             if (retryable(err))
                 out_retry(tx, sk, err);
             else
-                loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_SYSTEM,
-                                   "cannot be connected to: %s", strerror(err));
+                loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_SYSTEM, "cannot be connected to: %s",
+                                   strerror(err));
             return;
         }
         uint8_t pre[LOOM_OOB_PREAMBLE_LEN];
@@ -276,8 +275,8 @@ loom_result_t loom_tcp_want_sock(struct loom_tx *tx, int r, int s)
         msg[2] = msg[3] = 0;
         loom_result_t res = loom_oob_send(tp->oob, r, TCP_OOB_ASK, msg, sizeof msg);
         if (res < 0) {
-            snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: cannot ask rank %d to connect: %s",
-                     r, loom_oob_error(tp->oob));
+            snprintf(tx->errmsg, sizeof tx->errmsg, "tcp: cannot ask rank %d to connect: %s", r,
+                     loom_oob_error(tp->oob));
             return res;
         }
         sk->cstate = TCP_CS_ASKED;
@@ -344,8 +343,10 @@ static void in_adopt(struct loom_tx *tx, int fd, const char *from)
         struct tcp_in *old = tp->ins;
         while (old->next)
             old = old->next;
-        LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d: too many silent connections; dropped "
-                  "one from %s", tx->params.rank, old->from);
+        LOOM_WARN(LOOM_SUB_NET,
+                  "tcp: rank %d: too many silent connections; dropped "
+                  "one from %s",
+                  tx->params.rank, old->from);
         in_drop(tp, old, 1);
     }
     struct tcp_in *in = calloc(1, sizeof *in);
@@ -435,8 +436,10 @@ void loom_tcp_conn_poll(struct loom_tx *tx)
         int s = len >= 2 ? ((uint8_t *)buf)[0] | ((uint8_t *)buf)[1] << 8 : -1;
         free(buf);
         if (r < 0 || r >= p->rank || s < 0 || s >= tp->nsocks) {
-            LOOM_WARN(LOOM_SUB_NET, "tcp: rank %d ignored a request from rank %d for "
-                      "socket %d", p->rank, r, s);
+            LOOM_WARN(LOOM_SUB_NET,
+                      "tcp: rank %d ignored a request from rank %d for "
+                      "socket %d",
+                      p->rank, r, s);
             continue;
         }
         loom_tcp_want_sock(tx, r, s);
@@ -452,8 +455,8 @@ void loom_tcp_conn_poll(struct loom_tx *tx)
         if (now > sk->first_try + p->connect_timeout) {
             char d[256];
             const char *state = sk->cstate == TCP_CS_ASKED ? "it never connected back"
-                                : sk->last_errno          ? strerror(sk->last_errno)
-                                                          : "no answer";
+                                : sk->last_errno           ? strerror(sk->last_errno)
+                                                           : "no answer";
             pending_del(tp, sk);
             loom_tcp_fail_peer(tx, sk->peer, LOOM_ERROR_TIMEOUT,
                                "could not be connected within %g s (socket %d: %s)",

@@ -61,8 +61,7 @@ int loom_tcp_hello_check(const struct loom_tcp_hello_expect *e, const uint8_t *p
     }
     loom_tcp_hello_decode(payload, h);
     if (h->comm_id != e->comm_id) {
-        snprintf(why, whylen,
-                 "communicator id 0x%016llx, expected 0x%016llx (another job?)",
+        snprintf(why, whylen, "communicator id 0x%016llx, expected 0x%016llx (another job?)",
                  (unsigned long long)h->comm_id, (unsigned long long)e->comm_id);
         return LOOM_HS_DROP;
     }
@@ -71,13 +70,14 @@ int loom_tcp_hello_check(const struct loom_tcp_hello_expect *e, const uint8_t *p
         return LOOM_HS_DROP;
     }
     if (h->from <= (uint32_t)e->rank || h->from >= (uint32_t)e->nranks) {
-        snprintf(why, whylen, "claims to be rank %u, which connects the other "
-                 "way or does not exist", h->from);
+        snprintf(why, whylen,
+                 "claims to be rank %u, which connects the other "
+                 "way or does not exist",
+                 h->from);
         return LOOM_HS_DROP;
     }
     if (h->sock >= (uint32_t)e->nsocks) {
-        snprintf(why, whylen, "socket index %u, only %d per peer", h->sock,
-                 e->nsocks);
+        snprintf(why, whylen, "socket index %u, only %d per peer", h->sock, e->nsocks);
         return LOOM_HS_DROP;
     }
     return LOOM_HS_ACCEPT;

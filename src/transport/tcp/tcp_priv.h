@@ -55,10 +55,10 @@ static inline int loom_tcp_msg_sock(int from, int to, size_t len, int stripe)
 struct tcp_op {
     struct tcp_op *next;
     struct loom_tx_req *req;
-    uint8_t *base;         /* payload start in the user's buffer          */
-    size_t len;            /* payload bytes of this stripe                */
-    size_t done;           /* bytes moved, header included                */
-    uint64_t seq;          /* message number on this link                 */
+    uint8_t *base; /* payload start in the user's buffer          */
+    size_t len;    /* payload bytes of this stripe                */
+    size_t done;   /* bytes moved, header included                */
+    uint64_t seq;  /* message number on this link                 */
     uint16_t stripe;
     uint8_t hdr[LOOM_TCP_FRAME_LEN];
 };
@@ -83,23 +83,23 @@ enum tcp_conn_state {
 };
 
 struct tcp_sock {
-    int evkind;            /* TCP_EV_SOCK                                 */
+    int evkind; /* TCP_EV_SOCK                                 */
     int fd;
     int peer;
     int index;
-    uint32_t ep_mask;      /* events registered in epoll (0 = none)       */
-    int active;            /* on the active list                          */
-    int hup;               /* epoll reported HUP; removed from the set    */
-    int lowat;             /* SO_RCVLOWAT in force (0/1: the default)     */
+    uint32_t ep_mask; /* events registered in epoll (0 = none)       */
+    int active;       /* on the active list                          */
+    int hup;          /* epoll reported HUP; removed from the set    */
+    int lowat;        /* SO_RCVLOWAT in force (0/1: the default)     */
     struct tcp_queue sendq, recvq;
-    uint8_t *cache;        /* LOOM_TCP_RCACHE bytes read ahead, or NULL   */
-    size_t cache_off;      /* the stream's next byte is cache[cache_off]  */
-    size_t cache_len;      /* bytes there; while > 0 the kernel's data    */
-                           /* continues the stream after them             */
+    uint8_t *cache;   /* LOOM_TCP_RCACHE bytes read ahead, or NULL   */
+    size_t cache_off; /* the stream's next byte is cache[cache_off]  */
+    size_t cache_len; /* bytes there; while > 0 the kernel's data    */
+                      /* continues the stream after them             */
     /* connection (tcp_conn.c) */
-    int cstate;            /* enum tcp_conn_state                         */
-    int hs_fd;             /* the socket while its handshake runs         */
-    int connecting;        /* on tp->pending                              */
+    int cstate;     /* enum tcp_conn_state                         */
+    int hs_fd;      /* the socket while its handshake runs         */
+    int connecting; /* on tp->pending                              */
     double first_try, next_try, backoff;
     int last_errno;
     struct loom_hs *hs; /* while cstate is TCP_CS_HS                   */
@@ -107,7 +107,7 @@ struct tcp_sock {
 
 /* A socket a higher rank opened to this one, before its hello says who. */
 struct tcp_in {
-    int evkind;            /* TCP_EV_IN                                   */
+    int evkind; /* TCP_EV_IN                                   */
     int fd;
     struct loom_tx *tx;          /* for the hello's check                      */
     struct loom_tcp_hello hello; /* once accepted                       */
@@ -120,20 +120,20 @@ struct tcp_peer {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     uint64_t nonce;
-    struct tcp_sock *socks;   /* nsocks entries                          */
+    struct tcp_sock *socks; /* nsocks entries                          */
     uint64_t send_seq, recv_seq;
-    loom_result_t failed;     /* 0 while the link is up                  */
-    int bye;                  /* it said goodbye: left in order          */
-    int draining;             /* reading what it left before an EOF      */
-    char *failmsg;            /* the sentence it failed with             */
+    loom_result_t failed; /* 0 while the link is up                  */
+    int bye;              /* it said goodbye: left in order          */
+    int draining;         /* reading what it left before an EOF      */
+    char *failmsg;        /* the sentence it failed with             */
 };
 
 struct tcp_priv {
     int epfd;
-    int wake_fd;              /* eventfd: wake() writes, progress drains    */
-    int wake_kind;            /* TCP_EV_WAKE: what the wake fd's events point at */
-    int nsocks;               /* sockets per peer: 2 * LOOM_NSOCKS          */
-    size_t sndbuf;            /* LOOM_SOCKET_SNDBUF                         */
+    int wake_fd;   /* eventfd: wake() writes, progress drains    */
+    int wake_kind; /* TCP_EV_WAKE: what the wake fd's events point at */
+    int nsocks;    /* sockets per peer: 2 * LOOM_NSOCKS          */
+    size_t sndbuf; /* LOOM_SOCKET_SNDBUF                         */
     struct loom_auth_key *key;
     struct loom_oob *oob;
     struct tcp_peer *peers;   /* nranks entries; own slot unused          */
@@ -141,22 +141,21 @@ struct tcp_priv {
     int nactive, active_cap;
     struct tcp_sock **pending; /* sockets being connected (higher rank)   */
     int npending, pending_cap;
-    struct tcp_in *ins;       /* sockets whose hello has not arrived      */
+    struct tcp_in *ins; /* sockets whose hello has not arrived      */
     int nins;
     struct tcp_op *free_ops;
     loom_result_t pending_err; /* a link failed since progress returned */
-    int *lingering;           /* sockets half-closed after an abort notice, */
-    int nlingering;           /* closed at finalize (so no RST eats it)     */
-    int peers_used;           /* peers with a socket up (for logs, scale)   */
-    unsigned polls;           /* progress(0) calls that moved nothing       */
-    int no_fingerprint;       /* LOOM_TEST_TCP_NO_FINGERPRINT: behave as a
+    int *lingering;            /* sockets half-closed after an abort notice, */
+    int nlingering;            /* closed at finalize (so no RST eats it)     */
+    int peers_used;            /* peers with a socket up (for logs, scale)   */
+    unsigned polls;            /* progress(0) calls that moved nothing       */
+    int no_fingerprint;        /* LOOM_TEST_TCP_NO_FINGERPRINT: behave as a
                                  transport that cannot check calls (tests
                                  of the core's envelope)                    */
 };
 
 /* "rank 3 (server ..., addr)" from params.describe, else "rank 3". */
-const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf,
-                              size_t len);
+const char *loom_tcp_describe(struct loom_tx *tx, int rank, char *buf, size_t len);
 /* tcp_conn.c: make socket s to peer r (connect, or ask the peer to); move
  * handshakes along after an event on a socket being connected or accepted;
  * take sockets the out-of-band service handed over and peers' requests;
@@ -173,7 +172,7 @@ void loom_tcp_hs_close(struct tcp_sock *sk);
 /* Close every socket, handshakes too; queues must already be empty. */
 void loom_tcp_close_sockets(struct loom_tx *tx);
 /* Fail peer r (tcp.c): its requests fail, later posts fail at once. */
-void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
+void loom_tcp_fail_peer(struct loom_tx *tx, int r, loom_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

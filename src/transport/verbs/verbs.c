@@ -104,8 +104,8 @@ static loom_result_t rc_reg(void *ctx, void *buf, size_t len, void **handle)
 {
     struct loom_tx *tx = ctx;
     struct vx_priv *vp = tx->priv;
-    struct ibv_mr *mr =
-        vp->ibv->reg_mr(vp->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *mr = vp->ibv->reg_mr(vp->pd, buf, len,
+                                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!mr)
         return loom_verbs_errno_result(errno);
     vp->counts.regs++;
@@ -142,24 +142,26 @@ static loom_result_t open_device(struct loom_tx *tx)
     struct ibv_device **list = vp->ibv->get_device_list(&n);
     if (!list)
         return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: ibv_get_device_list: %s",
-                         strerror(errno));
+                              strerror(errno));
     for (int i = 0; i < n && !vp->ctx; i++)
         if (strcmp(vp->ibv->get_device_name(list[i]), vp->choice.dev) == 0)
             vp->ctx = vp->ibv->open_device(list[i]);
     int e = errno;
     vp->ibv->free_device_list(list);
     if (!vp->ctx)
-        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: cannot open %s (in sysfs%s): %s",
-                         vp->choice.dev, n ? "" : ", but libibverbs lists no device",
-                         strerror(e));
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED,
+                              "verbs: cannot open %s (in sysfs%s): %s", vp->choice.dev,
+                              n ? "" : ", but libibverbs lists no device", strerror(e));
     struct ibv_port_attr pa;
     int err_no = vp->ibv->query_port(vp->ctx, (uint8_t)vp->choice.port, &pa);
     if (err_no)
-        return loom_link_errf(tx, loom_verbs_errno_result(err_no), "verbs: ibv_query_port %s:%d: %s",
-                         vp->choice.dev, vp->choice.port, strerror(err_no));
+        return loom_link_errf(tx, loom_verbs_errno_result(err_no),
+                              "verbs: ibv_query_port %s:%d: %s", vp->choice.dev, vp->choice.port,
+                              strerror(err_no));
     if (pa.state != IBV_PORT_ACTIVE)
-        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED, "verbs: %s port %d is not active (state %d)",
-                         vp->choice.dev, vp->choice.port, pa.state);
+        return loom_link_errf(tx, LOOM_ERROR_NOT_SUPPORTED,
+                              "verbs: %s port %d is not active (state %d)", vp->choice.dev,
+                              vp->choice.port, pa.state);
     vp->local = (struct loom_verbs_local){
         .port = (uint8_t)vp->choice.port,
         .gid_index = (uint8_t)vp->choice.gid_index,
@@ -174,16 +176,16 @@ static loom_result_t open_device(struct loom_tx *tx)
 
     vp->pd = vp->ibv->alloc_pd(vp->ctx);
     if (!vp->pd)
-        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_alloc_pd on %s: %s", vp->choice.dev,
-                         strerror(errno));
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_alloc_pd on %s: %s",
+                              vp->choice.dev, strerror(errno));
     vp->ch = vp->ibv->create_comp_channel(vp->ctx);
     if (!vp->ch)
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_comp_channel: %s",
-                         strerror(errno));
+                              strerror(errno));
     int fl = fcntl(vp->ch->fd, F_GETFL);
     if (fl < 0 || fcntl(vp->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: completion channel non-blocking: %s",
-                         strerror(errno));
+                              strerror(errno));
     vp->cq = vp->ibv->create_cq(vp->ctx, 1024, tx, vp->ch, 0);
     if (!vp->cq)
         return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_create_cq: %s", strerror(errno));
@@ -211,13 +213,13 @@ static loom_result_t init_steps(struct loom_tx *tx)
     loom_link_epoll_add(tx, vp->ch->fd, EPOLLIN, VX_EP_CHANNEL);
     char gs[64];
     loom_verbs_gid_format(vp->choice.gid, gs, sizeof gs);
-    snprintf(tx->info, sizeof tx->info, "verbs %s:%d gid %d%s", vp->choice.dev,
-             vp->choice.port, vp->choice.gid_index,
+    snprintf(tx->info, sizeof tx->info, "verbs %s:%d gid %d%s", vp->choice.dev, vp->choice.port,
+             vp->choice.gid_index,
              vp->choice.type == LOOM_VERBS_GID_ROCE_V2   ? " (RoCE v2)"
              : vp->choice.type == LOOM_VERBS_GID_ROCE_V1 ? " (RoCE v1)"
                                                          : "");
-    LOOM_INFO(LOOM_SUB_NET, "verbs: rank %d: %s %s: %s; %s, MTU %d, %s", pr->rank, tx->info,
-              gs, vp->choice.why, vp->ibv->name, loom_verbs_mtu_bytes(vp->local.mtu),
+    LOOM_INFO(LOOM_SUB_NET, "verbs: rank %d: %s %s: %s; %s, MTU %d, %s", pr->rank, tx->info, gs,
+              vp->choice.why, vp->ibv->name, loom_verbs_mtu_bytes(vp->local.mtu),
               loom_regcache_cached(vp->rc, NULL, 0) ? "registration cache on"
                                                     : "registrations per use");
     tx->caps = tx->ops->caps;
@@ -230,7 +232,6 @@ static loom_result_t vx_init(struct loom_tx *tx)
 {
     return init_steps(tx);
 }
-
 
 /* Requests finished so far: progress() that may wait returns once this
  * moves (or on an error, wake() or the timeout), not for traffic that
@@ -252,8 +253,7 @@ static loom_result_t arm(struct loom_tx *tx, int *ms, int *state)
         return LOOM_SUCCESS;
     int err = vp->ibv->req_notify_cq(vp->cq, 0);
     if (err)
-        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_req_notify_cq: %s",
-                              strerror(err));
+        return loom_link_errf(tx, LOOM_ERROR_SYSTEM, "verbs: ibv_req_notify_cq: %s", strerror(err));
     vp->cq_armed = 1;
     loom_verbs_poll_cq(tx);
     return LOOM_SUCCESS;
@@ -284,16 +284,16 @@ static loom_result_t vx_progress(struct loom_tx *tx, int timeout_us)
     return loom_link_progress(tx, timeout_us, &vx_wait);
 }
 
-static loom_result_t vx_mem_reg(struct loom_tx *tx, void *buf, size_t len,
-                                enum loom_mem_type mem, void **mr)
+static loom_result_t vx_mem_reg(struct loom_tx *tx, void *buf, size_t len, enum loom_mem_type mem,
+                                void **mr)
 {
     struct vx_priv *vp = tx->priv;
     if (mem != LOOM_MEM_HOST) {
         snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: device memory is not supported here");
         return LOOM_ERROR_NOT_SUPPORTED;
     }
-    struct ibv_mr *m =
-        vp->ibv->reg_mr(vp->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *m = vp->ibv->reg_mr(vp->pd, buf, len,
+                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!m) {
         int e = errno;
         snprintf(tx->errmsg, sizeof tx->errmsg, "verbs: ibv_reg_mr of %zu bytes at %p: %s", len,

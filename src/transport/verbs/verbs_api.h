@@ -22,8 +22,8 @@
 
 struct loom_ibv {
     size_t struct_size;
-    const char *name;            /* "libibverbs.so.1", "verbs model"        */
-    const char *sysfs;           /* device tree: "/sys/class/infiniband"    */
+    const char *name;  /* "libibverbs.so.1", "verbs model"        */
+    const char *sysfs; /* device tree: "/sys/class/infiniband"    */
     struct ibv_device **(*get_device_list)(int *num_devices);
     void (*free_device_list)(struct ibv_device **list);
     const char *(*get_device_name)(struct ibv_device *device);

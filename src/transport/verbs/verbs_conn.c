@@ -74,8 +74,7 @@ static loom_result_t cq_grow(struct loom_tx *tx, int more)
     if (err) {
         vp->cq_need -= more;
         snprintf(tx->errmsg, sizeof tx->errmsg,
-                 "verbs: cannot grow the completion queue to %d entries: %s", want,
-                 strerror(err));
+                 "verbs: cannot grow the completion queue to %d entries: %s", want, strerror(err));
         return loom_verbs_errno_result(err);
     }
     return LOOM_SUCCESS;
@@ -97,13 +96,14 @@ static loom_result_t make_qp(struct loom_tx *tx, int r)
         .recv_cq = vp->cq,
         .qp_type = IBV_QPT_RC,
         .sq_sig_all = 0,
-        .cap = {
-            .max_send_wr = p->sq_depth,
-            .max_recv_wr = p->rq_depth,
-            .max_send_sge = 1,
-            .max_recv_sge = 1,
-            .max_inline_data = vp->tune.inline_max,
-        },
+        .cap =
+            {
+                .max_send_wr = p->sq_depth,
+                .max_recv_wr = p->rq_depth,
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = vp->tune.inline_max,
+            },
     };
     p->qp = vp->ibv->create_qp(vp->pd, &ia);
     if (!p->qp && vp->tune.inline_max) {
@@ -114,8 +114,9 @@ static loom_result_t make_qp(struct loom_tx *tx, int r)
     if (!p->qp) {
         int e = errno;
         loom_link_fail(tx, r, loom_verbs_errno_result(e),
-                             "cannot be connected: ibv_create_qp (%u send, %u receive "
-                             "entries): %s", p->sq_depth, p->rq_depth, strerror(e));
+                       "cannot be connected: ibv_create_qp (%u send, %u receive "
+                       "entries): %s",
+                       p->sq_depth, p->rq_depth, strerror(e));
         return loom_verbs_errno_result(e);
     }
     if (ia.cap.max_inline_data < vp->tune.inline_max)
@@ -131,14 +132,14 @@ static loom_result_t make_qp(struct loom_tx *tx, int r)
     int err = loom_verbs_qp_to_init(vp->ibv, p->qp, &vp->local);
     if (err) {
         loom_link_fail(tx, r, loom_verbs_errno_result(err),
-                             "cannot be connected: queue pair to INIT: %s", strerror(err));
+                       "cannot be connected: queue pair to INIT: %s", strerror(err));
         return loom_verbs_errno_result(err);
     }
     res = loom_verbs_post_recvs(tx, r, p->rq_depth);
     if (res < 0)
         return res;
-    LOOM_TRACE(LOOM_SUB_NET, "verbs: rank %d: queue pair %u for %s", tx->params.rank,
-               p->qp->qp_num, loom_link_describe(tx, r, d, sizeof d));
+    LOOM_TRACE(LOOM_SUB_NET, "verbs: rank %d: queue pair %u for %s", tx->params.rank, p->qp->qp_num,
+               loom_link_describe(tx, r, d, sizeof d));
     return LOOM_SUCCESS;
 }
 
@@ -149,18 +150,21 @@ static int blob_apply(struct loom_tx *tx, int r, const uint8_t *buf, size_t len)
     struct vx_peer *p = &vp->peers[r];
     struct loom_verbs_blob b;
     char why[256] = "";
-    if (loom_verbs_blob_decode(buf, len, tx->params.comm_id, tx->params.nranks,
-                               tx->params.rank, &b, why, sizeof why) != 0 ||
+    if (loom_verbs_blob_decode(buf, len, tx->params.comm_id, tx->params.nranks, tx->params.rank, &b,
+                               why, sizeof why) != 0 ||
         b.from != (uint32_t)r) {
         if (!why[0] || b.from != (uint32_t)r)
             snprintf(why, sizeof why, "a blob that says it is from rank %u", b.from);
-        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
-                       "sent queue pair data this rank cannot use: %s", why);
+        loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL, "sent queue pair data this rank cannot use: %s",
+                       why);
         return -1;
     }
     p->remote = b;
     memcpy(p->lk.rtoken, b.token, LOOM_LINK_TOKEN_LEN);
-    struct loom_verbs_remote rem = {.qpn = b.qpn, .psn = b.psn, .lid = b.lid, .mtu = b.mtu,
+    struct loom_verbs_remote rem = {.qpn = b.qpn,
+                                    .psn = b.psn,
+                                    .lid = b.lid,
+                                    .mtu = b.mtu,
                                     .ethernet = !!(b.flags & LOOM_VERBS_BLOB_F_ETHERNET)};
     memcpy(rem.gid, b.gid, 16);
     int err = loom_verbs_qp_to_rtr(vp->ibv, p->qp, &vp->local, &rem);
@@ -171,8 +175,8 @@ static int blob_apply(struct loom_tx *tx, int r, const uint8_t *buf, size_t len)
         loom_verbs_gid_format(b.gid, gs, sizeof gs);
         loom_link_fail(tx, r, loom_verbs_errno_result(err),
                        "cannot be connected: queue pair %u to RTR/RTS towards its "
-                       "queue pair %u (GID %s, LID %u, MTU %d): %s", p->qp->qp_num,
-                       b.qpn, gs, b.lid, loom_verbs_mtu_bytes(b.mtu), strerror(err));
+                       "queue pair %u (GID %s, LID %u, MTU %d): %s",
+                       p->qp->qp_num, b.qpn, gs, b.lid, loom_verbs_mtu_bytes(b.mtu), strerror(err));
         return -1;
     }
     return 0;

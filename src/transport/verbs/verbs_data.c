@@ -66,8 +66,7 @@ static void fifo_remove(struct loom_tx_req **head, struct loom_tx_req **tail,
         }
 }
 
-static void fifo_push(struct loom_tx_req **head, struct loom_tx_req **tail,
-                      struct loom_tx_req *req)
+static void fifo_push(struct loom_tx_req **head, struct loom_tx_req **tail, struct loom_tx_req *req)
 {
     req->next = NULL;
     if (*tail)
@@ -136,7 +135,8 @@ loom_result_t loom_verbs_peer_mem(struct loom_tx *tx, int r)
         int e = errno;
         snprintf(tx->errmsg, sizeof tx->errmsg,
                  "verbs: ibv_reg_mr of %zu bytes for a peer's rings: %s (is the locked-memory "
-                 "limit, ulimit -l, too low?)", p->rmr ? p->llen : p->rlen, strerror(e));
+                 "limit, ulimit -l, too low?)",
+                 p->rmr ? p->llen : p->rlen, strerror(e));
         return loom_verbs_errno_result(e);
     }
     return LOOM_SUCCESS;
@@ -196,12 +196,13 @@ loom_result_t loom_verbs_post_recvs(struct loom_tx *tx, int r, uint32_t n)
              * scatter list */
             wrs[i] = (struct ibv_recv_wr){.wr_id = loom_verbs_wrid(r, LOOM_VERBS_WR_RECV, 0),
                                           .next = i + 1 < k ? &wrs[i + 1] : NULL,
-                                          .sg_list = NULL, .num_sge = 0};
+                                          .sg_list = NULL,
+                                          .num_sge = 0};
         struct ibv_recv_wr *bad = NULL;
         int err = vp->ibv->post_recv(p->qp, wrs, &bad);
         if (err) {
             loom_link_fail(tx, r, loom_verbs_errno_result(err),
-                                 "could not be given receives (ibv_post_recv: %s)", strerror(err));
+                           "could not be given receives (ibv_post_recv: %s)", strerror(err));
             return loom_verbs_errno_result(err);
         }
         vp->counts.recv_wrs_posted += k;
@@ -230,7 +231,7 @@ static int post_wr(struct loom_tx *tx, int r, struct ibv_send_wr *wr, struct vx_
     int err = vp->ibv->post_send(p->qp, wr, &bad);
     if (err) {
         loom_link_fail(tx, r, loom_verbs_errno_result(err),
-                             "could not be written to (ibv_post_send: %s)", strerror(err));
+                       "could not be written to (ibv_post_send: %s)", strerror(err));
         return -1;
     }
     if (wr->send_flags & IBV_SEND_SIGNALED)
@@ -257,16 +258,20 @@ static void advertise(struct loom_tx *tx, int r)
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
     uint32_t limit = vp->tune.cts_entries < p->remote.cts_entries ? vp->tune.cts_entries
-                                                                   : p->remote.cts_entries;
+                                                                  : p->remote.cts_entries;
     uint64_t max_write = vp->tune.max_write < p->remote.max_msg ? vp->tune.max_write
                                                                 : p->remote.max_msg;
-    while (p->radv && !p->lk.failed && loom_verbs_credit_free(p->cts_posted, p->cts_landed, limit) &&
-           sq_room(p) > 0) {
+    while (p->radv && !p->lk.failed &&
+           loom_verbs_credit_free(p->cts_posted, p->cts_landed, limit) && sq_room(p) > 0) {
         struct loom_tx_req *req = p->radv;
         struct vx_reqstate *rs = vx_rs(req);
         uint64_t off = p->radv_off, left = req->len - off;
-        struct loom_verbs_cts c = {.msg = rs->msg, .offset = off, .msg_len = req->len,
-                                   .count = req->count, .tag = req->tag, .desc = req->desc,
+        struct loom_verbs_cts c = {.msg = rs->msg,
+                                   .offset = off,
+                                   .msg_len = req->len,
+                                   .count = req->count,
+                                   .tag = req->tag,
+                                   .desc = req->desc,
                                    .cts = p->cts_posted};
         int bounce = -1;
         if (rs->mr) {
@@ -289,10 +294,12 @@ static void advertise(struct loom_tx *tx, int r)
         }
         uint8_t *out = cts_out(vp, p, p->cts_posted);
         loom_verbs_cts_encode(&c, out);
-        struct ibv_sge sge = {.addr = (uintptr_t)out, .length = LOOM_VERBS_CTS_LEN,
-                              .lkey = p->lmr->lkey};
+        struct ibv_sge sge = {
+            .addr = (uintptr_t)out, .length = LOOM_VERBS_CTS_LEN, .lkey = p->lmr->lkey};
         struct ibv_send_wr wr = {
-            .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+            .sg_list = &sge,
+            .num_sge = 1,
+            .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
             .send_flags = vp->tune.inline_max >= LOOM_VERBS_CTS_LEN ? IBV_SEND_INLINE : 0,
             .imm_data = htonl(loom_verbs_imm_encode(LOOM_VERBS_IMM_CTS, p->cts_posted)),
             .wr.rdma = {.remote_addr = p->remote.cts_addr +
@@ -300,8 +307,8 @@ static void advertise(struct loom_tx *tx, int r)
                                                                        p->remote.cts_entries) *
                                            LOOM_VERBS_CTS_LEN,
                         .rkey = p->remote.cts_rkey}};
-        p->ctsrec[loom_verbs_ring_index(p->cts_posted, vp->tune.cts_entries)] =
-            (struct vx_ctsrec){.req = req, .off = off, .len = c.len, .bounce = bounce};
+        p->ctsrec[loom_verbs_ring_index(p->cts_posted, vp->tune.cts_entries)] = (struct vx_ctsrec){
+            .req = req, .off = off, .len = c.len, .bounce = bounce};
         if (post_wr(tx, r, &wr, (struct vx_sqrec){.kind = LOOM_VERBS_WR_CTS}, 0) < 0)
             return;
         vp->counts.cts_wrs++;
@@ -362,23 +369,26 @@ static void refuse_cts(struct loom_tx *tx, int r, struct loom_tx_req *req,
     int other_call = c->tag != req->tag || c->desc != req->desc || c->count != req->count;
     struct loom_link_notice n = {.culprit = r,
                                  .code = other_call ? LOOM_ERROR_MISMATCH : LOOM_ERROR_PROTOCOL,
-                                 .seq = req->tag, .count = req->count, .desc = req->desc};
+                                 .seq = req->tag,
+                                 .count = req->count,
+                                 .desc = req->desc};
     struct loom_link_frame f;
     loom_link_notice_encode(&n, &f);
     loom_link_send(tx, r, f.type, f.flags, f.w0, f.w1, f.w2);
     if (other_call) {
-        tx->mismatch = (struct loom_tx_mismatch){.valid = 1, .peer = r, .tag = c->tag,
-                                                 .desc = c->desc, .count = c->count};
+        tx->mismatch = (struct loom_tx_mismatch){
+            .valid = 1, .peer = r, .tag = c->tag, .desc = c->desc, .count = c->count};
         loom_link_fail(tx, r, LOOM_ERROR_MISMATCH,
-                             "is in another collective call (call %u, 0x%08x, count %llu; this "
-                             "rank is in call %u, 0x%08x, count %llu)", c->tag, c->desc,
-                             (unsigned long long)c->count, req->tag, req->desc,
-                             (unsigned long long)req->count);
+                       "is in another collective call (call %u, 0x%08x, count %llu; this "
+                       "rank is in call %u, 0x%08x, count %llu)",
+                       c->tag, c->desc, (unsigned long long)c->count, req->tag, req->desc,
+                       (unsigned long long)req->count);
     } else {
         loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
-                             "posted a receive of %llu bytes for message %llu where this rank "
-                             "sends %zu bytes (call %u)", (unsigned long long)c->msg_len,
-                             (unsigned long long)c->msg, req->len, req->tag);
+                       "posted a receive of %llu bytes for message %llu where this rank "
+                       "sends %zu bytes (call %u)",
+                       (unsigned long long)c->msg_len, (unsigned long long)c->msg, req->len,
+                       req->tag);
     }
 }
 
@@ -412,8 +422,8 @@ static void write_chunks(struct loom_tx *tx, int r)
         uint64_t piece;
         if (rs->mr) {
             piece = left < vp->tune.max_write ? left : vp->tune.max_write;
-            sge = (struct ibv_sge){.addr = (uintptr_t)src, .length = (uint32_t)piece,
-                                   .lkey = rs->mr->lkey};
+            sge = (struct ibv_sge){
+                .addr = (uintptr_t)src, .length = (uint32_t)piece, .lkey = rs->mr->lkey};
             vp->counts.bytes_zcopy += piece;
         } else if (left <= vp->tune.inline_max) {
             piece = left;
@@ -428,8 +438,8 @@ static void write_chunks(struct loom_tx *tx, int r)
             memcpy(slot, src, piece);
             p->stage_posted++;
             rec.stage = 1;
-            sge = (struct ibv_sge){.addr = (uintptr_t)slot, .length = (uint32_t)piece,
-                                   .lkey = p->lmr->lkey};
+            sge = (struct ibv_sge){
+                .addr = (uintptr_t)slot, .length = (uint32_t)piece, .lkey = p->lmr->lkey};
             vp->counts.copies_in++;
             vp->counts.bytes_copied += piece;
         }
@@ -465,8 +475,8 @@ static void on_sq_done(struct loom_tx *tx, int r, uint32_t n)
     struct vx_peer *p = &vp->peers[r];
     if (!loom_verbs_seq_in_window(n, p->sq_done, p->sq_posted - p->sq_done)) {
         loom_link_fail(tx, r, LOOM_ERROR_INTERNAL,
-                             "completed send-queue entry %u, not among those posted (%u..%u)",
-                             n, p->sq_done, p->sq_posted);
+                       "completed send-queue entry %u, not among those posted (%u..%u)", n,
+                       p->sq_done, p->sq_posted);
         return;
     }
     for (; p->sq_done != n + 1; p->sq_done++) {
@@ -490,14 +500,10 @@ static void on_sq_done(struct loom_tx *tx, int r, uint32_t n)
 static const char *wr_what(enum loom_verbs_wr_kind k)
 {
     switch (k) {
-    case LOOM_VERBS_WR_RECV:
-        return "a receive for its writes";
-    case LOOM_VERBS_WR_CTS:
-        return "a clear-to-send write to it";
-    case LOOM_VERBS_WR_DATA:
-        return "an RDMA write of data to it";
-    default:
-        return "a work request";
+    case LOOM_VERBS_WR_RECV: return "a receive for its writes";
+    case LOOM_VERBS_WR_CTS: return "a clear-to-send write to it";
+    case LOOM_VERBS_WR_DATA: return "an RDMA write of data to it";
+    default: return "a work request";
     }
 }
 
@@ -517,18 +523,19 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
             /* the first error of this queue pair came without a completion
              * here: the responder side of a remote error, or the device */
             loom_link_fail(tx, r, e.res,
-                                 ": the queue pair to it went to the error state (%s flushed, "
-                                 "%s); the peer's side names the cause", wr_what(kind), e.name);
+                           ": the queue pair to it went to the error state (%s flushed, "
+                           "%s); the peer's side names the cause",
+                           wr_what(kind), e.name);
         else
             loom_link_fail(tx, r, e.res, ": %s failed with %s (%s, vendor error 0x%x): %s",
-                                 wr_what(kind), vp->ibv->wc_status_str(wc->status), e.name,
-                                 wc->vendor_err, e.hint);
+                           wr_what(kind), vp->ibv->wc_status_str(wc->status), e.name,
+                           wc->vendor_err, e.hint);
         return;
     }
     if (wc->qp_num != p->qp->qp_num) {
         loom_link_fail(tx, r, LOOM_ERROR_INTERNAL,
-                             "had a completion of queue pair %u, not its own (%u)", wc->qp_num,
-                             p->qp->qp_num);
+                       "had a completion of queue pair %u, not its own (%u)", wc->qp_num,
+                       p->qp->qp_num);
         return;
     }
     if (kind != LOOM_VERBS_WR_RECV) {
@@ -541,15 +548,16 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
     if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
         loom_verbs_imm_decode(ntohl(wc->imm_data), &ik, &s16) != 0) {
         loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
-                             "sent something else than a write with immediate data (opcode %d, "
-                             "immediate 0x%08x)", wc->opcode, ntohl(wc->imm_data));
+                       "sent something else than a write with immediate data (opcode %d, "
+                       "immediate 0x%08x)",
+                       wc->opcode, ntohl(wc->imm_data));
         return;
     }
     if (ik == LOOM_VERBS_IMM_CTS) {
         uint32_t n = loom_verbs_seq_expand(p->cts_seen, s16);
         if (n != p->cts_seen) {
-            loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
-                                 "sent clear-to-send #%u where #%u was due", n, p->cts_seen);
+            loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL, "sent clear-to-send #%u where #%u was due",
+                           n, p->cts_seen);
             return;
         }
         p->cts_seen++;
@@ -558,8 +566,8 @@ static void on_wc(struct loom_tx *tx, const struct ibv_wc *wc)
     uint32_t n = loom_verbs_seq_expand(p->cts_landed, s16);
     if (n != p->cts_landed || p->cts_landed == p->cts_posted) {
         loom_link_fail(tx, r, LOOM_ERROR_PROTOCOL,
-                             "wrote data for clear-to-send #%u where #%u was due (%u advertised)",
-                             n, p->cts_landed, p->cts_posted);
+                       "wrote data for clear-to-send #%u where #%u was due (%u advertised)", n,
+                       p->cts_landed, p->cts_posted);
         return;
     }
     on_data(tx, r, n);

@@ -30,8 +30,7 @@ static const struct loom_ibv *installed;
  * (tests/support/verbs_model.c) define this; run with LOOM_TEST_VERBS_MODEL=1
  * they get the model instead of libibverbs. libloom itself has no
  * definition: the weak reference stays NULL and the variable is refused. */
-extern const struct loom_ibv *loom_verbs_test_model(char *why, size_t len)
-    __attribute__((weak));
+extern const struct loom_ibv *loom_verbs_test_model(char *why, size_t len) __attribute__((weak));
 
 /* the exported ibv_query_port, with the layout it has (a prefix of
  * struct ibv_port_attr), beside the table */
@@ -40,8 +39,7 @@ static struct {
     int (*query_port)(struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
 } lib;
 
-static int wrap_query_port(struct ibv_context *context, uint8_t port,
-                           struct ibv_port_attr *attr)
+static int wrap_query_port(struct ibv_context *context, uint8_t port, struct ibv_port_attr *attr)
 {
     struct verbs_context *vctx = verbs_get_ctx_op(context, query_port);
     if (vctx)
@@ -70,7 +68,10 @@ static int wrap_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
     return ibv_poll_cq(cq, n, wc);
 }
 
-#define SYM(field, name) {name, offsetof(__typeof__(lib), field)}
+#define SYM(field, name)                                                                           \
+    {                                                                                              \
+        name, offsetof(__typeof__(lib), field)                                                     \
+    }
 static const struct loom_dl_sym syms[] = {
     SYM(t.get_device_list, "ibv_get_device_list"),
     SYM(t.free_device_list, "ibv_free_device_list"),
@@ -133,7 +134,8 @@ const struct loom_ibv *loom_ibv_get(char *why, size_t len)
         if (loom_verbs_test_model)
             return loom_verbs_test_model(why, len);
         if (why && len)
-            snprintf(why, len, "LOOM_TEST_VERBS_MODEL=1, but this program has no software "
+            snprintf(why, len,
+                     "LOOM_TEST_VERBS_MODEL=1, but this program has no software "
                      "model of verbs linked in (only Loom's tests do)");
         return NULL;
     }

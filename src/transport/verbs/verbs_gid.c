@@ -92,8 +92,9 @@ int loom_verbs_gid_parse(const char *s, uint8_t raw[16])
             char c = s[g * 5 + k];
             if (!isxdigit((unsigned char)c))
                 return -1;
-            v = v * 16 + (unsigned)(isdigit((unsigned char)c) ? c - '0'
-                                                              : (tolower((unsigned char)c) - 'a' + 10));
+            v = v * 16 + (unsigned)(isdigit((unsigned char)c)
+                                        ? c - '0'
+                                        : (tolower((unsigned char)c) - 'a' + 10));
         }
         if (g < 7 && s[g * 5 + 4] != ':')
             return -1;
@@ -161,8 +162,8 @@ static void scan_port(const char *portdir, int num, struct loom_verbs_port *p)
         struct loom_verbs_gid g = {.index = idx[i]};
         char rel[64];
         snprintf(rel, sizeof rel, "%d", idx[i]);
-        if (read_line(gdir, rel, buf, sizeof buf) != 0 ||
-            loom_verbs_gid_parse(buf, g.raw) != 0 || gid_is_zero(g.raw))
+        if (read_line(gdir, rel, buf, sizeof buf) != 0 || loom_verbs_gid_parse(buf, g.raw) != 0 ||
+            gid_is_zero(g.raw))
             continue; /* empty slots read as all zeros */
         snprintf(rel, sizeof rel, "gid_attrs/types/%d", idx[i]);
         if (read_line(portdir, rel, buf, sizeof buf) == 0) {
@@ -239,9 +240,7 @@ void loom_verbs_topo_free(struct loom_verbs_topo *topo)
 
 static const char *type_name(enum loom_verbs_gid_type t)
 {
-    return t == LOOM_VERBS_GID_ROCE_V2   ? "RoCE v2"
-           : t == LOOM_VERBS_GID_ROCE_V1 ? "RoCE v1"
-                                         : "IB";
+    return t == LOOM_VERBS_GID_ROCE_V2 ? "RoCE v2" : t == LOOM_VERBS_GID_ROCE_V1 ? "RoCE v1" : "IB";
 }
 
 /* Append to out[len] at *pos; 0 while it fits. */
@@ -276,9 +275,8 @@ void loom_verbs_topo_format(const struct loom_verbs_topo *topo, char *out, size_
         const struct loom_verbs_dev *dev = &topo->devs[i];
         for (int k = 0; k < dev->nports && ok == 0; k++) {
             const struct loom_verbs_port *p = &dev->ports[k];
-            ok = append(out, len, &pos, "%s%s port %d (%s, %s", pos ? "; " : "",
-                        dev->name, p->num, p->ethernet ? "Ethernet" : "InfiniBand",
-                        p->state);
+            ok = append(out, len, &pos, "%s%s port %d (%s, %s", pos ? "; " : "", dev->name, p->num,
+                        p->ethernet ? "Ethernet" : "InfiniBand", p->state);
             if (ok == 0 && !p->ethernet)
                 ok = append(out, len, &pos, ", lid %u", (unsigned)p->lid);
             if (ok == 0)
@@ -286,8 +284,8 @@ void loom_verbs_topo_format(const struct loom_verbs_topo *topo, char *out, size_
             for (int g = 0; g < p->ngids && ok == 0; g++) {
                 char gs[64];
                 loom_verbs_gid_format(p->gids[g].raw, gs, sizeof gs);
-                ok = append(out, len, &pos, "%s gid %d %s %s", g ? "," : "",
-                            p->gids[g].index, gs, type_name(p->gids[g].type));
+                ok = append(out, len, &pos, "%s gid %d %s %s", g ? "," : "", p->gids[g].index, gs,
+                            type_name(p->gids[g].type));
             }
         }
     }
@@ -359,8 +357,8 @@ static loom_result_t fail(const struct loom_verbs_topo *topo, char *errmsg, size
 
 loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *root,
                                 const char *addr, const char *ifname, const char *hca,
-                                int gid_index, struct loom_verbs_choice *out,
-                                char *errmsg, size_t errlen)
+                                int gid_index, struct loom_verbs_choice *out, char *errmsg,
+                                size_t errlen)
 {
     char want[LOOM_VERBS_NAME_MAX] = "";
     int want_port = 0;
@@ -377,8 +375,8 @@ loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *
         if (want[0])
             return fail(topo, errmsg, errlen, LOOM_ERROR_CONFIG,
                         "LOOM_IB_HCA=%s names no device and port here", hca);
-        return fail(topo, errmsg, errlen, LOOM_ERROR_NOT_SUPPORTED,
-                    "no RDMA device found under %s", root ? root : "sysfs");
+        return fail(topo, errmsg, errlen, LOOM_ERROR_NOT_SUPPORTED, "no RDMA device found under %s",
+                    root ? root : "sysfs");
     }
 
     if (gid_index >= 0) {
@@ -390,8 +388,8 @@ loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *
                 for (int g = 0; g < p->ngids; g++)
                     if (p->gids[g].index == gid_index) {
                         fill(out, &topo->devs[i], p, &p->gids[g]);
-                        snprintf(out->why, sizeof out->why, "LOOM_IB_GID_INDEX=%d (%s)",
-                                 gid_index, type_name(p->gids[g].type));
+                        snprintf(out->why, sizeof out->why, "LOOM_IB_GID_INDEX=%d (%s)", gid_index,
+                                 type_name(p->gids[g].type));
                         return LOOM_SUCCESS;
                     }
             }
@@ -424,8 +422,8 @@ loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *
                     }
                     continue;
                 }
-                if (!bgid || (gid->type == LOOM_VERBS_GID_ROCE_V2 &&
-                              bgid->type != LOOM_VERBS_GID_ROCE_V2)) {
+                if (!bgid ||
+                    (gid->type == LOOM_VERBS_GID_ROCE_V2 && bgid->type != LOOM_VERBS_GID_ROCE_V2)) {
                     bdev = &topo->devs[i];
                     bport = p;
                     bgid = gid;
@@ -458,14 +456,15 @@ loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *
                     continue;
                 if (!p->active)
                     return fail(topo, errmsg, errlen, LOOM_ERROR_NOT_SUPPORTED,
-                                "%s (interface %s) is %s port %d, which is %s", addr,
-                                ifname, topo->devs[i].name, p->num, p->state);
+                                "%s (interface %s) is %s port %d, which is %s", addr, ifname,
+                                topo->devs[i].name, p->num, p->state);
                 if (p->ngids == 0)
                     break;
                 fill(out, &topo->devs[i], p, &p->gids[0]);
-                snprintf(out->why, sizeof out->why, "%s is on %s, an IPoIB interface of "
-                         "this port; GID %d", addr ? addr : "the address", ifname,
-                         p->gids[0].index);
+                snprintf(out->why, sizeof out->why,
+                         "%s is on %s, an IPoIB interface of "
+                         "this port; GID %d",
+                         addr ? addr : "the address", ifname, p->gids[0].index);
                 return LOOM_SUCCESS;
             }
         }
@@ -477,8 +476,8 @@ loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *
         for (int i = 0; i < topo->ndevs; i++)
             for (int k = 0; k < topo->devs[i].nports; k++) {
                 const struct loom_verbs_port *p = &topo->devs[i].ports[k];
-                if (!hca_allows(want, want_port, &topo->devs[i], p) || !p->active ||
-                    p->ethernet || p->ngids == 0)
+                if (!hca_allows(want, want_port, &topo->devs[i], p) || !p->active || p->ethernet ||
+                    p->ngids == 0)
                     continue;
                 fill(out, &topo->devs[i], p, &p->gids[0]);
                 snprintf(out->why, sizeof out->why, "LOOM_IB_HCA=%s, GID %d", hca,
@@ -494,9 +493,10 @@ loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *
     if (!have_addr)
         return fail(topo, errmsg, errlen, LOOM_ERROR_NOT_SUPPORTED,
                     "no address to look for in the GID tables (%s); set LOOM_IB_HCA "
-                    "and LOOM_IB_GID_INDEX", addr ? addr : "none given");
+                    "and LOOM_IB_GID_INDEX",
+                    addr ? addr : "none given");
     return fail(topo, errmsg, errlen, LOOM_ERROR_NOT_SUPPORTED,
                 "no active RDMA port%s%s has %s in its GID table (set LOOM_IB_HCA, "
-                "and LOOM_IB_GID_INDEX for RoCE)", want[0] ? " of LOOM_IB_HCA=" : "",
-                want[0] ? hca : "", addr);
+                "and LOOM_IB_GID_INDEX for RoCE)",
+                want[0] ? " of LOOM_IB_HCA=" : "", want[0] ? hca : "", addr);
 }

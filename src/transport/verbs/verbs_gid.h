@@ -24,9 +24,9 @@
 #define LOOM_VERBS_NAME_MAX 64
 
 enum loom_verbs_gid_type {
-    LOOM_VERBS_GID_UNKNOWN = 0,  /* type file absent (InfiniBand ports)     */
-    LOOM_VERBS_GID_ROCE_V1 = 1,  /* "IB/RoCE v1"                             */
-    LOOM_VERBS_GID_ROCE_V2 = 2,  /* "RoCE v2": routable, UDP encapsulated    */
+    LOOM_VERBS_GID_UNKNOWN = 0, /* type file absent (InfiniBand ports)     */
+    LOOM_VERBS_GID_ROCE_V1 = 1, /* "IB/RoCE v1"                             */
+    LOOM_VERBS_GID_ROCE_V2 = 2, /* "RoCE v2": routable, UDP encapsulated    */
 };
 
 struct loom_verbs_gid {
@@ -36,12 +36,12 @@ struct loom_verbs_gid {
 };
 
 struct loom_verbs_port {
-    int num;                     /* 1-based, as verbs numbers ports          */
-    int active;                  /* state is ACTIVE                          */
-    char state[24];              /* "ACTIVE", "DOWN", ...                    */
-    int ethernet;                /* link layer Ethernet (RoCE), else IB      */
+    int num;        /* 1-based, as verbs numbers ports          */
+    int active;     /* state is ACTIVE                          */
+    char state[24]; /* "ACTIVE", "DOWN", ...                    */
+    int ethernet;   /* link layer Ethernet (RoCE), else IB      */
     uint16_t lid;
-    int ngids;                   /* non-zero entries only                    */
+    int ngids; /* non-zero entries only                    */
     struct loom_verbs_gid *gids;
 };
 
@@ -65,7 +65,7 @@ struct loom_verbs_choice {
     enum loom_verbs_gid_type type;
     int ethernet;
     uint16_t lid;
-    char why[160];               /* "GID 3 holds 10.0.0.3 (RoCE v2)"         */
+    char why[160]; /* "GID 3 holds 10.0.0.3 (RoCE v2)"         */
 };
 
 /* Read every device under root (a directory of devices). An absent or empty
@@ -87,16 +87,14 @@ void loom_verbs_topo_free(struct loom_verbs_topo *topo);
  * On failure errmsg lists every device, port and GID found (bounded by
  * errlen) and the result is LOOM_ERROR_NOT_SUPPORTED (nothing found) or
  * LOOM_ERROR_CONFIG (LOOM_IB_HCA / LOOM_IB_GID_INDEX name nothing). */
-loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo,
-                                const char *root, const char *addr,
-                                const char *ifname, const char *hca,
-                                int gid_index, struct loom_verbs_choice *out,
-                                char *errmsg, size_t errlen);
+loom_result_t loom_verbs_choose(const struct loom_verbs_topo *topo, const char *root,
+                                const char *addr, const char *ifname, const char *hca,
+                                int gid_index, struct loom_verbs_choice *out, char *errmsg,
+                                size_t errlen);
 
 /* "mlx5_0 port 1 (Ethernet, ACTIVE): gid 0 fe80::1 RoCE v1, ...; mlx5_1 ..."
  * Always NUL-terminates; ends with "..." when cut. */
-void loom_verbs_topo_format(const struct loom_verbs_topo *topo, char *out,
-                            size_t len);
+void loom_verbs_topo_format(const struct loom_verbs_topo *topo, char *out, size_t len);
 
 /* GID <-> text: sysfs form "xxxx:xxxx:...:xxxx" (8 groups) -> 16 bytes
  * (0 ok, -1 malformed); 16 bytes -> inet_ntop form ("::ffff:10.0.0.3"). */

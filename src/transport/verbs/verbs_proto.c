@@ -65,12 +65,11 @@ void loom_verbs_cts_decode(const uint8_t in[LOOM_VERBS_CTS_LEN], struct loom_ver
     c->flags = loom_get_le32(in + 60);
 }
 
-int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
-                         uint64_t want_msg, char *why, size_t len)
+int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts, uint64_t want_msg,
+                         char *why, size_t len)
 {
     if (c->cts != want_cts) {
-        snprintf(why, len, "clear-to-send entry #%u arrived where #%u was due", c->cts,
-                 want_cts);
+        snprintf(why, len, "clear-to-send entry #%u arrived where #%u was due", c->cts, want_cts);
         return -1;
     }
     if (c->msg != want_msg) {
@@ -86,9 +85,10 @@ int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
      * only an empty message has an empty chunk */
     if (c->offset > c->msg_len || c->len > c->msg_len - c->offset ||
         (c->len == 0 && c->msg_len != 0)) {
-        snprintf(why, len, "clear-to-send entry #%u asks for %u bytes at offset %llu of a "
-                 "%llu-byte message", c->cts, c->len, (unsigned long long)c->offset,
-                 (unsigned long long)c->msg_len);
+        snprintf(why, len,
+                 "clear-to-send entry #%u asks for %u bytes at offset %llu of a "
+                 "%llu-byte message",
+                 c->cts, c->len, (unsigned long long)c->offset, (unsigned long long)c->msg_len);
         return -1;
     }
     return 0;
@@ -124,8 +124,8 @@ size_t loom_verbs_blob_encode(const struct loom_verbs_blob *b, uint8_t *out, siz
     return LOOM_VERBS_BLOB_LEN;
 }
 
-int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int nranks,
-                           int self, struct loom_verbs_blob *b, char *why, size_t whylen)
+int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int nranks, int self,
+                           struct loom_verbs_blob *b, char *why, size_t whylen)
 {
     if (len < 8 || loom_get_le32(in) != LOOM_VERBS_BLOB_MAGIC) {
         snprintf(why, whylen, "not a verbs connection blob (%zu bytes)", len);
@@ -138,8 +138,10 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
         return -1;
     }
     if (blen < LOOM_VERBS_BLOB_LEN || blen > LOOM_VERBS_BLOB_MAX || blen != len) {
-        snprintf(why, whylen, "connection blob says %u bytes, %zu arrived (at least %d, "
-                 "at most %d)", blen, len, LOOM_VERBS_BLOB_LEN, LOOM_VERBS_BLOB_MAX);
+        snprintf(why, whylen,
+                 "connection blob says %u bytes, %zu arrived (at least %d, "
+                 "at most %d)",
+                 blen, len, LOOM_VERBS_BLOB_LEN, LOOM_VERBS_BLOB_MAX);
         return -1;
     }
     memset(b, 0, sizeof *b);
@@ -172,10 +174,10 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
         return -1;
     }
     /* QP numbers and PSNs are 24-bit; ports 1..255; MTU enum 1..5 */
-    if (b->qpn == 0 || b->qpn > 0xffffffu || b->psn > 0xffffffu || b->port == 0 ||
-        b->mtu < 1 || b->mtu > 5) {
-        snprintf(why, whylen, "connection blob has qpn %u, psn %u, port %u, mtu %u", b->qpn,
-                 b->psn, b->port, b->mtu);
+    if (b->qpn == 0 || b->qpn > 0xffffffu || b->psn > 0xffffffu || b->port == 0 || b->mtu < 1 ||
+        b->mtu > 5) {
+        snprintf(why, whylen, "connection blob has qpn %u, psn %u, port %u, mtu %u", b->qpn, b->psn,
+                 b->port, b->mtu);
         return -1;
     }
     if (b->cts_entries < 4 || b->cts_entries > LOOM_VERBS_CTS_MAX ||
@@ -185,8 +187,7 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
         return -1;
     }
     if (b->max_msg < 4096) {
-        snprintf(why, whylen, "connection blob says the largest message is %u bytes",
-                 b->max_msg);
+        snprintf(why, whylen, "connection blob says the largest message is %u bytes", b->max_msg);
         return -1;
     }
     if (b->flags & ~(LOOM_VERBS_BLOB_F_ETHERNET | LOOM_VERBS_BLOB_F_REPLY)) {
@@ -202,8 +203,7 @@ struct loom_verbs_wc_error loom_verbs_wc_error(int status)
 {
     /* enum ibv_wc_status values (verbs ABI; verbs_qp.c asserts them) */
     switch (status) {
-    case 0:
-        return (struct loom_verbs_wc_error){LOOM_SUCCESS, "IBV_WC_SUCCESS", "no error"};
+    case 0: return (struct loom_verbs_wc_error){LOOM_SUCCESS, "IBV_WC_SUCCESS", "no error"};
     case 1:
         return (struct loom_verbs_wc_error){
             LOOM_ERROR_INTERNAL, "IBV_WC_LOC_LEN_ERR",
@@ -217,9 +217,8 @@ struct loom_verbs_wc_error loom_verbs_wc_error(int status)
             LOOM_ERROR_INTERNAL, "IBV_WC_LOC_PROT_ERR",
             "a local buffer was not covered by its memory registration"};
     case 5:
-        return (struct loom_verbs_wc_error){
-            LOOM_ERROR_REMOTE, "IBV_WC_WR_FLUSH_ERR",
-            "flushed: the queue pair had already failed"};
+        return (struct loom_verbs_wc_error){LOOM_ERROR_REMOTE, "IBV_WC_WR_FLUSH_ERR",
+                                            "flushed: the queue pair had already failed"};
     case 7:
         return (struct loom_verbs_wc_error){
             LOOM_ERROR_PROTOCOL, "IBV_WC_BAD_RESP_ERR",
@@ -269,21 +268,15 @@ struct loom_verbs_wc_error loom_verbs_wc_error(int status)
 loom_result_t loom_verbs_errno_result(int err)
 {
     switch (err) {
-    case 0:
-        return LOOM_SUCCESS;
+    case 0: return LOOM_SUCCESS;
     case ENOMEM:
-    case ENOBUFS:
-        return LOOM_ERROR_NO_MEMORY;
-    case EINVAL:
-        return LOOM_ERROR_INVALID_ARGUMENT;
+    case ENOBUFS: return LOOM_ERROR_NO_MEMORY;
+    case EINVAL: return LOOM_ERROR_INVALID_ARGUMENT;
     case ENOSYS:
     case EOPNOTSUPP:
     case ENODEV:
-    case ENXIO:
-        return LOOM_ERROR_NOT_SUPPORTED;
-    case ETIMEDOUT:
-        return LOOM_ERROR_TIMEOUT;
-    default:
-        return LOOM_ERROR_SYSTEM;
+    case ENXIO: return LOOM_ERROR_NOT_SUPPORTED;
+    case ETIMEDOUT: return LOOM_ERROR_TIMEOUT;
+    default: return LOOM_ERROR_SYSTEM;
     }
 }

@@ -35,8 +35,8 @@
 
 /* ---- immediate data (32 bits; travels big-endian as verbs wants) ---- */
 enum loom_verbs_imm_kind {
-    LOOM_VERBS_IMM_DATA = 1,     /* the last write of a chunk landed        */
-    LOOM_VERBS_IMM_CTS = 2,      /* a CTS entry landed in the sender's ring */
+    LOOM_VERBS_IMM_DATA = 1, /* the last write of a chunk landed        */
+    LOOM_VERBS_IMM_CTS = 2,  /* a CTS entry landed in the sender's ring */
 };
 /* kind (2 bits) | reserved (14) | CTS number, low 16 bits */
 uint32_t loom_verbs_imm_encode(enum loom_verbs_imm_kind kind, uint32_t cts_seq);
@@ -79,13 +79,13 @@ static inline int loom_verbs_seq_in_window(uint32_t seq, uint32_t first, uint32_
 struct loom_verbs_cts {
     uint64_t addr;
     uint32_t rkey;
-    uint32_t len;                /* bytes of this chunk (> 0 unless msg_len 0) */
-    uint64_t msg;                /* message number on this direction (1..)  */
-    uint64_t offset;             /* of the chunk in the message             */
-    uint64_t msg_len;            /* the receive's length                    */
-    uint64_t count;              /* the receive's fingerprint               */
+    uint32_t len;     /* bytes of this chunk (> 0 unless msg_len 0) */
+    uint64_t msg;     /* message number on this direction (1..)  */
+    uint64_t offset;  /* of the chunk in the message             */
+    uint64_t msg_len; /* the receive's length                    */
+    uint64_t count;   /* the receive's fingerprint               */
     uint32_t tag, desc;
-    uint32_t cts;                /* this entry's CTS number (a self-check)  */
+    uint32_t cts; /* this entry's CTS number (a self-check)  */
     uint32_t flags;
 };
 void loom_verbs_cts_encode(const struct loom_verbs_cts *c, uint8_t out[LOOM_VERBS_CTS_LEN]);
@@ -95,8 +95,8 @@ void loom_verbs_cts_decode(const uint8_t in[LOOM_VERBS_CTS_LEN], struct loom_ver
  * why (protocol breach: the peer's state is corrupt). A fingerprint or
  * length that differs from the send is not checked here (that is a
  * mismatch, not a breach). */
-int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
-                         uint64_t want_msg, char *why, size_t len);
+int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts, uint64_t want_msg,
+                         char *why, size_t len);
 
 /* ---- connection blob (through the out-of-band service) ----
  * What a rank tells a peer to connect one RC queue pair to it. Versioned
@@ -114,29 +114,29 @@ int loom_verbs_cts_check(const struct loom_verbs_cts *c, uint32_t want_cts,
 #define LOOM_VERBS_BLOB_LEN 152
 #define LOOM_VERBS_BLOB_MAX 512
 #define LOOM_VERBS_TOKEN_LEN 32
-#define LOOM_VERBS_BLOB_F_ETHERNET 0x1u  /* RoCE: address by GID (GRH)    */
-#define LOOM_VERBS_BLOB_F_REPLY 0x2u     /* the receiver answers a blob     */
+#define LOOM_VERBS_BLOB_F_ETHERNET 0x1u /* RoCE: address by GID (GRH)    */
+#define LOOM_VERBS_BLOB_F_REPLY 0x2u    /* the receiver answers a blob     */
 struct loom_verbs_blob {
     uint64_t comm_id;
     uint32_t from, to;
-    uint64_t nonce;              /* the sender's instance                   */
+    uint64_t nonce;                      /* the sender's instance                   */
     uint8_t token[LOOM_VERBS_TOKEN_LEN]; /* what the control hello must carry */
     uint32_t qpn, psn;
     uint8_t gid[16];
     uint16_t lid;
-    uint8_t mtu;                 /* enum ibv_mtu: 1 (256) .. 5 (4096)       */
+    uint8_t mtu; /* enum ibv_mtu: 1 (256) .. 5 (4096)       */
     uint8_t port, gid_index, flags;
-    uint32_t cts_entries;        /* power of two, 4..LOOM_VERBS_CTS_MAX     */
-    uint64_t cts_addr;           /* the CTS ring peers write into           */
+    uint32_t cts_entries; /* power of two, 4..LOOM_VERBS_CTS_MAX     */
+    uint64_t cts_addr;    /* the CTS ring peers write into           */
     uint32_t cts_rkey;
-    uint32_t max_msg;            /* largest single write the port takes     */
+    uint32_t max_msg; /* largest single write the port takes     */
 };
 /* Writes LOOM_VERBS_BLOB_LEN bytes; returns that. */
 size_t loom_verbs_blob_encode(const struct loom_verbs_blob *b, uint8_t *out, size_t cap);
 /* 0 and *b when the bytes are a well-formed blob for comm_id, from a rank
  * below nranks, to `self`; -1 with why otherwise. */
-int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int nranks,
-                           int self, struct loom_verbs_blob *b, char *why, size_t whylen);
+int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int nranks, int self,
+                           struct loom_verbs_blob *b, char *why, size_t whylen);
 
 /* ---- control channel (one TCP socket per connected peer) ----
  * The format is common/link_wire.h's, with the verbs transport's magics and
@@ -148,20 +148,26 @@ int loom_verbs_blob_decode(const uint8_t *in, size_t len, uint64_t comm_id, int 
  * peer (24 bits) | kind (4) | index (36): the completion finds its peer and
  * what it finished without a lookup. */
 enum loom_verbs_wr_kind {
-    LOOM_VERBS_WR_RECV = 1,      /* a receive for immediate data            */
-    LOOM_VERBS_WR_CTS = 2,       /* a CTS write (signalled now and then)    */
-    LOOM_VERBS_WR_DATA = 3,      /* a data write (index: its send slot)     */
+    LOOM_VERBS_WR_RECV = 1, /* a receive for immediate data            */
+    LOOM_VERBS_WR_CTS = 2,  /* a CTS write (signalled now and then)    */
+    LOOM_VERBS_WR_DATA = 3, /* a data write (index: its send slot)     */
 };
 static inline uint64_t loom_verbs_wrid(int peer, enum loom_verbs_wr_kind kind, uint64_t index)
 {
     return (uint64_t)(uint32_t)peer << 40 | (uint64_t)kind << 36 | (index & ((1ull << 36) - 1));
 }
-static inline int loom_verbs_wrid_peer(uint64_t id) { return (int)(id >> 40); }
+static inline int loom_verbs_wrid_peer(uint64_t id)
+{
+    return (int)(id >> 40);
+}
 static inline enum loom_verbs_wr_kind loom_verbs_wrid_kind(uint64_t id)
 {
     return (enum loom_verbs_wr_kind)((id >> 36) & 0xf);
 }
-static inline uint64_t loom_verbs_wrid_index(uint64_t id) { return id & ((1ull << 36) - 1); }
+static inline uint64_t loom_verbs_wrid_index(uint64_t id)
+{
+    return id & ((1ull << 36) - 1);
+}
 
 /* ---- chunking ----
  * How a receive of len bytes is cut: into pieces of at most `max` bytes

@@ -21,8 +21,7 @@ _Static_assert(IBV_WC_SUCCESS == 0 && IBV_WC_LOC_LEN_ERR == 1 && IBV_WC_LOC_QP_O
                "enum ibv_wc_status values as verbs_proto.c maps them");
 _Static_assert(IBV_MTU_256 == 1 && IBV_MTU_4096 == 5, "enum ibv_mtu values as blobs carry them");
 
-void loom_verbs_qp_init_attr(const struct loom_verbs_local *l, struct ibv_qp_attr *attr,
-                             int *mask)
+void loom_verbs_qp_init_attr(const struct loom_verbs_local *l, struct ibv_qp_attr *attr, int *mask)
 {
     /* the receive side only takes RDMA writes (CTS entries, data) */
     *attr = (struct ibv_qp_attr){
@@ -31,15 +30,11 @@ void loom_verbs_qp_init_attr(const struct loom_verbs_local *l, struct ibv_qp_att
         .port_num = l->port,
         .qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
     };
-    *mask = IBV_QP_STATE |
-            IBV_QP_PKEY_INDEX |
-            IBV_QP_PORT |
-            IBV_QP_ACCESS_FLAGS;
+    *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 }
 
-void loom_verbs_qp_rtr_attr(const struct loom_verbs_local *l,
-                            const struct loom_verbs_remote *r, struct ibv_qp_attr *attr,
-                            int *mask)
+void loom_verbs_qp_rtr_attr(const struct loom_verbs_local *l, const struct loom_verbs_remote *r,
+                            struct ibv_qp_attr *attr, int *mask)
 {
     uint8_t mtu = l->mtu < r->mtu ? l->mtu : r->mtu;
     *attr = (struct ibv_qp_attr){
@@ -49,12 +44,13 @@ void loom_verbs_qp_rtr_attr(const struct loom_verbs_local *l,
         .rq_psn = r->psn,
         .max_dest_rd_atomic = 1,
         .min_rnr_timer = LOOM_VERBS_QP_MIN_RNR_TIMER,
-        .ah_attr = {
-            .dlid = r->lid,
-            .sl = 0,
-            .src_path_bits = 0,
-            .port_num = l->port,
-        },
+        .ah_attr =
+            {
+                .dlid = r->lid,
+                .sl = 0,
+                .src_path_bits = 0,
+                .port_num = l->port,
+            },
     };
     /* RoCE addresses by GID only: every packet carries a global route
      * header (IBV_QPF_GRH_REQUIRED); InfiniBand within a subnet uses the
@@ -67,13 +63,8 @@ void loom_verbs_qp_rtr_attr(const struct loom_verbs_local *l,
         attr->ah_attr.grh.traffic_class = 0;
         attr->ah_attr.grh.flow_label = 0;
     }
-    *mask = IBV_QP_STATE |
-            IBV_QP_AV |
-            IBV_QP_PATH_MTU |
-            IBV_QP_DEST_QPN |
-            IBV_QP_RQ_PSN |
-            IBV_QP_MAX_DEST_RD_ATOMIC |
-            IBV_QP_MIN_RNR_TIMER;
+    *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 }
 
 void loom_verbs_qp_rts_attr(uint32_t my_psn, struct ibv_qp_attr *attr, int *mask)
@@ -86,11 +77,7 @@ void loom_verbs_qp_rts_attr(uint32_t my_psn, struct ibv_qp_attr *attr, int *mask
         .rnr_retry = LOOM_VERBS_QP_RNR_RETRY,
         .max_rd_atomic = 1,
     };
-    *mask = IBV_QP_STATE |
-            IBV_QP_SQ_PSN |
-            IBV_QP_TIMEOUT |
-            IBV_QP_RETRY_CNT |
-            IBV_QP_RNR_RETRY |
+    *mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
             IBV_QP_MAX_QP_RD_ATOMIC;
 }
 

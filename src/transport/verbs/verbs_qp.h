@@ -16,8 +16,8 @@
 struct loom_verbs_local {
     uint8_t port;
     uint8_t gid_index;
-    uint8_t mtu;                 /* enum ibv_mtu                              */
-    int ethernet;                /* RoCE: every packet carries a GRH          */
+    uint8_t mtu;  /* enum ibv_mtu                              */
+    int ethernet; /* RoCE: every packet carries a GRH          */
 };
 
 /* The other end, from its connection blob. */
@@ -39,11 +39,9 @@ struct loom_verbs_remote {
 #define LOOM_VERBS_QP_MIN_RNR_TIMER 12
 #define LOOM_VERBS_QP_HOP_LIMIT 64
 
-void loom_verbs_qp_init_attr(const struct loom_verbs_local *l, struct ibv_qp_attr *attr,
-                             int *mask);
-void loom_verbs_qp_rtr_attr(const struct loom_verbs_local *l,
-                            const struct loom_verbs_remote *r, struct ibv_qp_attr *attr,
-                            int *mask);
+void loom_verbs_qp_init_attr(const struct loom_verbs_local *l, struct ibv_qp_attr *attr, int *mask);
+void loom_verbs_qp_rtr_attr(const struct loom_verbs_local *l, const struct loom_verbs_remote *r,
+                            struct ibv_qp_attr *attr, int *mask);
 void loom_verbs_qp_rts_attr(uint32_t my_psn, struct ibv_qp_attr *attr, int *mask);
 
 /* Apply one step; the errno of a failure (0 ok). */
