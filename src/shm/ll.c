@@ -44,7 +44,8 @@ static void put(struct loom_shm_ctx *x, uint64_t q, const char *src, size_t len)
                                                          : LOOM_SHM_LL_DATA - LOOM_SHM_LL_HEAD;
     l[0].data[0] = loom_op_desc(x->op);
     l[0].data[1] = x->op->count;
-    memcpy((char *)l[0].data + LOOM_SHM_LL_HEAD, src, b);
+    if (b) /* a call of no data (count 0, barrier) has no src */
+        memcpy((char *)l[0].data + LOOM_SHM_LL_HEAD, src, b);
     __atomic_store_n(&l[0].flag, q, __ATOMIC_RELEASE);
     for (size_t i = 1; b < len; i++) {
         size_t k = len - b < LOOM_SHM_LL_DATA ? len - b : LOOM_SHM_LL_DATA;
@@ -160,7 +161,7 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint32_t k, uint6
     case LOOM_OP_BROADCAST: put(x, q, recv, s->me == root ? b : 0); break;
     case LOOM_OP_REDUCE_SCATTER:
         /* the same stretch of every block, block after block */
-        for (int j = 0; j < s->n; j++)
+        for (int j = 0; b && j < s->n; j++)
             memcpy(s->out + (size_t)j * b,
                    (const char *)op->sendbuf + ((uint64_t)j * op->count + off) * es, b);
         put(x, q, s->out, b * (size_t)s->n);
@@ -183,7 +184,7 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint32_t k, uint6
                 res = get(x, j, q, k, (char *)op->recvbuf + (size_t)s->ranks[j] * block + off * es,
                           0, b);
         char *mine = (char *)op->recvbuf + (size_t)s->ranks[s->me] * block + off * es;
-        if (res == LOOM_SUCCESS && mine != send)
+        if (res == LOOM_SUCCESS && b && mine != send)
             memcpy(mine, send, b);
         return res;
     }
