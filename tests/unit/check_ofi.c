@@ -846,6 +846,12 @@ static int sndbuf_main(int rank, int n, void *arg)
     count_socks((int)j->v[rank][0], (int)j->v[1 - rank][0], 2 * SNDBUF_ASKED, &j->v[rank][1],
                 &j->v[rank][2]);
     j->v[rank][3] = vp->counts.socks_tuned;
+    /* neither side closes its endpoint (and the socket with it) before the
+     * other has counted */
+    if (txu_exchange(tx, 1 - rank, sb, rb, 8, 0, 0x41, 20.0)) {
+        snprintf(j->err[rank], ERRSLOT, "%s", tx->errmsg);
+        return 22;
+    }
     free(sb);
     free(rb);
     txu_teardown(tx);
