@@ -355,9 +355,9 @@ const struct loom_transport loom_verbs_transport = {
     .name = "verbs",
     .priv_size = sizeof(struct vx_priv),
     .caps = LOOM_TX_CAP_FINGERPRINT | LOOM_TX_CAP_RDMA_WRITE | LOOM_TX_CAP_LIVENESS,
-    /* libibverbs.so.1 loads and lists at least one device; else why not
-     * ("libibverbs.so.1: cannot open shared object file: ...",
-     * "ibv_get_device_list: Function not implemented ..."). */
+    /* libibverbs.so.1 loads and lists at least one device; else why not,
+     * in the loader's or libibverbs' words (e.g. "cannot open shared
+     * object file", "ibv_get_device_list: Function not implemented"). */
     .available = vx_available,
     /* Choose the device, port and GID (by params.local_addr, or
      * LOOM_IB_HCA / LOOM_IB_GID_INDEX; the error lists all found), open
