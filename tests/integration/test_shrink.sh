@@ -59,6 +59,11 @@ start() {
     ofi) env+=(LOOM_SHM=0 LOOM_TRANSPORT=ofi "LOOM_OFI_PROVIDER=tcp;ofi_rxm") ;;
     esac
     [ "$cs" = never ] && env+=(LOOM_TIMEOUT=4)
+    # A killed rank's port can be taken at once by another test's process
+    # (make check runs two at a time); one that accepts and never answers
+    # holds a survivor's out-of-band connect until this timeout (120 s by
+    # default), which must end before the ranks' 90 s bound.
+    env+=(LOOM_BOOTSTRAP_TIMEOUT=30)
     pids=()
     for r in 0 1 2 3; do
         local args=(-n 65536 -t 90)
