@@ -40,6 +40,40 @@
     })
 
 /* Monotonic time. */
+/* Intrusive FIFO lists (elements linked through ->next, any struct, any
+ * names for the head and tail pointers): append x; take the oldest into
+ * out (NULL when empty); take x off from anywhere. */
+#define LOOM_FIFO_PUSH(head, tail, x)                                                              \
+    do {                                                                                           \
+        (x)->next = NULL;                                                                          \
+        if (tail)                                                                                  \
+            (tail)->next = (x);                                                                    \
+        else                                                                                       \
+            (head) = (x);                                                                          \
+        (tail) = (x);                                                                              \
+    } while (0)
+#define LOOM_FIFO_POP(head, tail, out)                                                             \
+    do {                                                                                           \
+        (out) = (head);                                                                            \
+        if (out) {                                                                                 \
+            (head) = (out)->next;                                                                  \
+            if (!(head))                                                                           \
+                (tail) = NULL;                                                                     \
+            (out)->next = NULL;                                                                    \
+        }                                                                                          \
+    } while (0)
+
+/* Take x, which follows prev (NULL: x is the head), off such a list. */
+#define LOOM_FIFO_UNLINK(head, tail, prev, x)                                  \
+    do {                                                                       \
+        if (prev)                                                              \
+            (prev)->next = (x)->next;                                          \
+        else                                                                   \
+            (head) = (x)->next;                                                \
+        if ((tail) == (x))                                                     \
+            (tail) = (prev);                                                   \
+    } while (0)
+
 static inline double loom_now(void)
 {
     struct timespec ts;

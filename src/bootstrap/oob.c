@@ -82,12 +82,7 @@ static int take(struct loom_oob *v, uint32_t tag, int peer, int *from, void **bu
         if (m->ns != v->ns || m->tag != tag || (want >= 0 && m->from != want) ||
             loom_oob_view_rank(v, m->from) < 0)
             continue;
-        if (prev)
-            prev->next = m->next;
-        else
-            j->inbox = m->next;
-        if (j->inbox_tail == m)
-            j->inbox_tail = prev;
+        LOOM_FIFO_UNLINK(j->inbox, j->inbox_tail, prev, m);
         void *data = malloc(m->len ? m->len : 1);
         if (!data) {
             free(m);

@@ -251,12 +251,7 @@ static void entry_free(struct loom_p2p_set *set, struct loom_p2p_entry *x)
 /* Take x (done) off the set. */
 static void take(struct loom_p2p_set *set, struct loom_p2p_entry *prev, struct loom_p2p_entry *x)
 {
-    if (prev)
-        prev->next = x->next;
-    else
-        set->head = x->next;
-    if (set->tail == x)
-        set->tail = prev;
+    LOOM_FIFO_UNLINK(set->head, set->tail, prev, x);
     set->pending--;
     entry_free(set, x);
 }

@@ -28,8 +28,7 @@
 
 struct fk_peer {
     struct loom_link_peer lk;
-    struct loom_tx_req *shead, *rhead;
-    int arrived; /* the drain hook completes rhead          */
+    int arrived; /* the drain hook completes the receives   */
     int lost;    /* the lost hook ran, with lost_res        */
     loom_result_t lost_res;
     int up, busy;
@@ -51,17 +50,9 @@ static void fk_drain(struct loom_tx *tx, int r)
     struct fk_priv *fp = tx->priv;
     fp->drains++;
     struct fk_peer *p = &fp->peers[r];
-    if (p->arrived && p->rhead) {
-        p->rhead->status = LOOM_SUCCESS;
-        p->rhead = p->rhead->next;
-    }
-}
-
-static void fk_queues(struct loom_tx *tx, int r, struct loom_tx_req **s, struct loom_tx_req **rv)
-{
-    struct fk_priv *fp = tx->priv;
-    *s = fp->peers[r].shead;
-    *rv = fp->peers[r].rhead;
+    struct loom_tx_req *req = p->arrived ? loom_link_fifo_pop(&p->lk.reqs[0]) : NULL;
+    if (req)
+        req->status = LOOM_SUCCESS;
 }
 
 static int fk_busy(struct loom_tx *tx, int r)
@@ -74,9 +65,9 @@ static void fk_lost(struct loom_tx *tx, int r, loom_result_t res)
     struct fk_peer *p = &((struct fk_priv *)tx->priv)->peers[r];
     p->lost++;
     p->lost_res = res;
-    for (struct loom_tx_req *q = p->rhead; q; q = q->next)
-        q->status = res;
-    p->rhead = NULL;
+    struct loom_tx_req *req;
+    while ((req = loom_link_fifo_pop(&p->lk.reqs[0])))
+        req->status = res;
 }
 
 static size_t fk_blob_encode(struct loom_tx *tx, int r, uint8_t *out)
@@ -106,7 +97,6 @@ static const struct loom_link_ops fk_ops = {
     .blob_apply = fk_blob_apply,
     .up = fk_up,
     .drain = fk_drain,
-    .queues = fk_queues,
     .busy = fk_busy,
     .lost = fk_lost,
 };
@@ -392,7 +382,7 @@ static struct loom_tx *race(int arrived, uint32_t tag, struct loom_tx_req *req, 
     struct loom_tx *tx = up_pair(other);
     struct fk_priv *fp = tx->priv;
     *req = (struct loom_tx_req){.peer = 2, .tag = tag, .status = 1};
-    fp->peers[2].rhead = req;
+    loom_link_fifo_push(&fp->peers[2].lk.reqs[0], req);
     fp->peers[2].arrived = arrived;
     send_notice(*other, 7, LOOM_ERROR_TIMEOUT);
     loom_link_event(tx, LOOM_LINK_EP_PEER(2), EPOLLIN, NULL);
@@ -435,7 +425,7 @@ START_TEST(test_notice_waits_for_data)
     ck_assert_int_eq(fp->peers[2].lk.failed, 0);
     /* the data lands (the transport's completion), then the next pass */
     req.status = LOOM_SUCCESS;
-    fp->peers[2].rhead = NULL;
+    loom_link_fifo_pop(&fp->peers[2].lk.reqs[0]);
     loom_link_timeouts(tx);
     race_end(tx, other, &req, LOOM_SUCCESS);
 }
@@ -555,6 +545,31 @@ START_TEST(test_eof_without_goodbye)
 }
 END_TEST
 
+/* The per-peer request lists: oldest first, a completion out of order
+ * taken from the middle or the end. */
+START_TEST(test_fifo)
+{
+    struct loom_link_fifo q = {0};
+    struct loom_tx_req a = {.tag = 1}, b = {.tag = 2}, c = {.tag = 3}, d = {.tag = 4};
+    ck_assert_ptr_null(loom_link_fifo_pop(&q));
+    loom_link_fifo_push(&q, &a);
+    loom_link_fifo_push(&q, &b);
+    loom_link_fifo_push(&q, &c);
+    loom_link_fifo_remove(&q, &b);
+    loom_link_fifo_remove(&q, &c);
+    ck_assert_ptr_eq(q.tail, &a);
+    loom_link_fifo_push(&q, &d);
+    loom_link_fifo_remove(&q, &b); /* not there: nothing changes */
+    ck_assert_ptr_eq(loom_link_fifo_pop(&q), &a);
+    ck_assert_ptr_eq(loom_link_fifo_pop(&q), &d);
+    ck_assert_ptr_null(q.head);
+    ck_assert_ptr_null(q.tail);
+    loom_link_fifo_push(&q, &c);
+    ck_assert_ptr_eq(q.head, &c);
+    ck_assert_ptr_null(c.next);
+}
+END_TEST
+
 /* A goodbye while this rank still expects a message from it. */
 START_TEST(test_goodbye_with_pending)
 {
@@ -562,7 +577,7 @@ START_TEST(test_goodbye_with_pending)
     struct loom_tx *tx = up_pair(&other);
     struct fk_priv *fp = tx->priv;
     struct loom_tx_req req = {.peer = 2, .tag = 4, .status = 1};
-    fp->peers[2].rhead = &req;
+    loom_link_fifo_push(&fp->peers[2].lk.reqs[0], &req);
     struct loom_link_frame f = {.type = LOOM_LINK_BYE, .comm_id = COMM};
     uint8_t fb[LOOM_LINK_FRAME_LEN];
     loom_link_frame_encode(&fk_ops.proto, &f, fb);
@@ -637,6 +652,7 @@ static Suite *link_suite(void)
     tcase_add_test(tc, test_pending_deadline);
     tcase_add_test(tc, test_eof_without_goodbye);
     tcase_add_test(tc, test_goodbye_with_pending);
+    tcase_add_test(tc, test_fifo);
     tcase_add_test(tc, test_bad_frames);
     tcase_add_test(tc, test_tag_order);
     suite_add_tcase(s, tc);

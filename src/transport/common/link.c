@@ -515,12 +515,22 @@ int loom_link_tag_earlier(uint32_t tag, uint64_t seq)
     return (tag & 0x80000000u) == (t & 0x80000000u) && (int32_t)((tag - t) << 1) < 0;
 }
 
+void loom_link_fifo_remove(struct loom_link_fifo *q, struct loom_tx_req *req)
+{
+    struct loom_tx_req *prev = NULL;
+    for (struct loom_tx_req *x = q->head; x; prev = x, x = x->next)
+        if (x == req) {
+            LOOM_FIFO_UNLINK(q->head, q->tail, prev, x);
+            x->next = NULL;
+            return;
+        }
+}
+
 static int earlier_pending(struct loom_tx *tx, int r, uint64_t seq)
 {
-    struct loom_tx_req *q[2];
-    loom_link_of(tx)->ops->queues(tx, r, &q[0], &q[1]);
+    const struct loom_link_peer *lp = loom_link_peer(tx, r);
     for (int k = 0; k < 2; k++)
-        for (const struct loom_tx_req *x = q[k]; x; x = x->next)
+        for (const struct loom_tx_req *x = lp->reqs[k].head; x; x = x->next)
             if (loom_link_tag_earlier(x->tag, seq))
                 return 1;
     return 0;
@@ -528,10 +538,9 @@ static int earlier_pending(struct loom_tx *tx, int r, uint64_t seq)
 
 static int any_pending(struct loom_tx *tx, int r, int *recvs)
 {
-    struct loom_tx_req *s, *rv;
-    loom_link_of(tx)->ops->queues(tx, r, &s, &rv);
-    *recvs = rv != NULL;
-    return s || rv;
+    const struct loom_link_peer *lp = loom_link_peer(tx, r);
+    *recvs = lp->reqs[0].head != NULL;
+    return lp->reqs[1].head || *recvs;
 }
 
 static void notice(struct loom_tx *tx, int r, const struct loom_link_frame *f)
@@ -815,7 +824,8 @@ int loom_link_timeouts(struct loom_tx *tx)
         if (lp->eof_at > 0) {
             /* what it sent before may still complete, or name the cause
              * (an access error it refused, before failing itself) */
-            if (!l->ops->busy(tx, r) || now - lp->eof_at >= LOOM_LINK_GRACE)
+            int busy = l->ops->busy ? l->ops->busy(tx, r) : any_pending(tx, r, &recvs);
+            if (!busy || now - lp->eof_at >= LOOM_LINK_GRACE)
                 loom_link_fail(tx, r, LOOM_ERROR_REMOTE,
                                "closed its control connection without a goodbye (it "
                                "exited or crashed)");
@@ -847,12 +857,7 @@ void loom_link_shutdown(struct loom_tx *tx, loom_result_t res)
     l->shut = 1;
     /* tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it */
-    struct loom_link_notice n = {.culprit = tx->notice_culprit >= 0 ? tx->notice_culprit
-                                                                    : tx->blame - 1,
-                                 .code = res,
-                                 .seq = tx->notice_seq,
-                                 .count = tx->notice_count,
-                                 .desc = tx->notice_desc};
+    struct loom_link_notice n = loom_link_notice_of(tx, res);
     struct loom_link_frame f;
     loom_link_notice_encode(&n, &f);
     for (int r = 0; r < tx->params.nranks; r++) {

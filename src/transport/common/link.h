@@ -44,6 +44,7 @@
 #include "auth.h"
 #include "loom.h"
 #include "net/handshake.h"
+#include "util.h"
 #include "transport/common/link_notice.h"
 #include "transport/common/link_wire.h"
 #include "transport/transport.h"
@@ -77,6 +78,29 @@ enum loom_link_ctl {
     LOOM_LINK_CS_UP,
 };
 
+/* A peer's requests of one direction not yet complete, oldest first. The
+ * link reads them to hold a notice while earlier calls' data may still
+ * arrive; the transport adds, completes and fails them. */
+struct loom_link_fifo {
+    struct loom_tx_req *head, *tail;
+};
+
+static inline void loom_link_fifo_push(struct loom_link_fifo *q, struct loom_tx_req *req)
+{
+    LOOM_FIFO_PUSH(q->head, q->tail, req);
+}
+
+/* The oldest request, taken off; NULL when none. */
+static inline struct loom_tx_req *loom_link_fifo_pop(struct loom_link_fifo *q)
+{
+    struct loom_tx_req *req;
+    LOOM_FIFO_POP(q->head, q->tail, req);
+    return req;
+}
+
+/* Take req off wherever it is (a completion out of order). */
+void loom_link_fifo_remove(struct loom_link_fifo *q, struct loom_tx_req *req);
+
 /* First member of a transport's peer. */
 struct loom_link_peer {
     enum loom_link_state state;
@@ -99,6 +123,7 @@ struct loom_link_peer {
     double held_at;
     char *held_why;
     int held_data;
+    struct loom_link_fifo reqs[2]; /* [is_send]                              */
 };
 
 struct loom_link_pending { /* a control socket, its handshake running  */
@@ -133,10 +158,8 @@ struct loom_link_ops {
     int (*poll)(struct loom_tx *tx);
     /* Take what has arrived from r; NULL: the poll hook. */
     void (*drain)(struct loom_tx *tx, int r);
-    /* r's requests, sends and receives not yet complete (FIFO lists). */
-    void (*queues)(struct loom_tx *tx, int r, struct loom_tx_req **sends,
-                   struct loom_tx_req **recvs);
-    /* Whether what r wrote may still complete here after its socket ended. */
+    /* Whether what r wrote may still complete here after its socket ended;
+     * NULL: whether r has requests not yet complete. */
     int (*busy)(struct loom_tx *tx, int r);
     /* r failed with res: stop its data path and fail its requests. */
     void (*lost)(struct loom_tx *tx, int r, loom_result_t res);

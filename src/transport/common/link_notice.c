@@ -5,6 +5,16 @@
 
 #include "transport/common/link_notice.h"
 
+struct loom_link_notice loom_link_notice_of(const struct loom_tx *tx, loom_result_t res)
+{
+    return (struct loom_link_notice){.culprit = tx->notice_culprit >= 0 ? tx->notice_culprit
+                                                                        : tx->blame - 1,
+                                     .code = res < 0 ? res : LOOM_ERROR_ABORTED,
+                                     .seq = tx->notice_seq,
+                                     .count = tx->notice_count,
+                                     .desc = tx->notice_desc};
+}
+
 /* FAIL: flags = culprit + 1 (0 none), w0 = call, w1 = count,
  * w2 = desc | (result as u32) << 32 */
 void loom_link_notice_encode(const struct loom_link_notice *n, struct loom_link_frame *f)

@@ -19,6 +19,11 @@ struct loom_link_notice {
     uint32_t desc;
 };
 
+/* What this rank tells its peers when it stops with res (an error;
+ * anything else says LOOM_ERROR_ABORTED): the call and culprit progress
+ * recorded in tx (notice_*, blame). */
+struct loom_link_notice loom_link_notice_of(const struct loom_tx *tx, loom_result_t res);
+
 /* A FAIL frame's type, flags and words (comm_id left as it is). */
 void loom_link_notice_encode(const struct loom_link_notice *n, struct loom_link_frame *f);
 void loom_link_notice_decode(const struct loom_link_frame *f, struct loom_link_notice *n);

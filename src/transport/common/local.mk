@@ -1,15 +1,12 @@
 # src/transport/common: what every transport that keeps its own peers
 # (ofi, verbs) shares: the link layer (connections, the control channel,
 # its wire format and failure notices) and the registration cache.
+# One module (header and source) a line.
 libloom_core_la_SOURCES += \
-	src/transport/common/link_wire.h \
-	src/transport/common/link_wire.c \
-	src/transport/common/link_notice.h \
-	src/transport/common/link_notice.c \
-	src/transport/common/link.h \
-	src/transport/common/link.c \
-	src/transport/common/link_tx.h \
-	src/transport/common/link_tx.c
+	src/transport/common/link_wire.h src/transport/common/link_wire.c \
+	src/transport/common/link_notice.h src/transport/common/link_notice.c \
+	src/transport/common/link.h src/transport/common/link.c \
+	src/transport/common/link_tx.h src/transport/common/link_tx.c
 
 # The link layer under a fake transport whose peers are socket pairs.
 if HAVE_CHECK
@@ -21,9 +18,7 @@ endif
 
 # The registration cache: built always (it needs no libfabric or
 # libibverbs), so either transport can use it.
-libloom_core_la_SOURCES += \
-	src/transport/common/regcache.h \
-	src/transport/common/regcache.c
+libloom_core_la_SOURCES += src/transport/common/regcache.h src/transport/common/regcache.c
 
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/check_regcache

@@ -5,11 +5,8 @@
 
 if HAVE_OFI
 libloom_core_la_SOURCES += \
-	src/transport/ofi/ofi_api.h \
-	src/transport/ofi/ofi_dl.c \
-	src/transport/ofi/ofi_priv.h \
-	src/transport/ofi/ofi_conn.c \
-	src/transport/ofi/ofi_data.c \
+	src/transport/ofi/ofi_api.h src/transport/ofi/ofi_dl.c \
+	src/transport/ofi/ofi_priv.h src/transport/ofi/ofi_conn.c src/transport/ofi/ofi_data.c \
 	src/transport/ofi/ofi.c
 libloom_core_la_CPPFLAGS += $(OFI_CFLAGS)
 endif

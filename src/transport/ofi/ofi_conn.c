@@ -88,21 +88,6 @@ static uint64_t received(struct loom_tx *tx, int r)
     return vp->peers[r].recv_done;
 }
 
-static void queues(struct loom_tx *tx, int r, struct loom_tx_req **sends,
-                   struct loom_tx_req **recvs)
-{
-    struct ox_priv *vp = tx->priv;
-    *sends = vp->peers[r].shead;
-    *recvs = vp->peers[r].rhead;
-}
-
-/* a provider may deliver what the peer sent a little after its socket ended */
-static int busy(struct loom_tx *tx, int r)
-{
-    struct ox_priv *vp = tx->priv;
-    return vp->peers[r].shead || vp->peers[r].rhead;
-}
-
 const struct loom_link_ops loom_ofi_link_ops = {
     .name = "ofi",
     .proto = {OX_HELLO_MAGIC, OX_FRAME_MAGIC, "loom-ofi-ctl"},
@@ -116,7 +101,5 @@ const struct loom_link_ops loom_ofi_link_ops = {
     .received = received,
     .post = loom_ofi_post,
     .poll = loom_ofi_poll_cq,
-    .queues = queues,
-    .busy = busy,
     .lost = loom_ofi_fail_reqs,
 };

@@ -156,15 +156,10 @@ static void deliver(struct loom_tx *tx, int r, int is_send)
 {
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
-    struct loom_tx_req **head = is_send ? &p->shead : &p->rhead;
-    struct loom_tx_req **tail = is_send ? &p->stail : &p->rtail;
-    while (*head && ox_rs(*head)->landed) {
-        struct loom_tx_req *req = *head;
+    struct loom_link_fifo *q = &p->lk.reqs[is_send];
+    while (q->head && ox_rs(q->head)->landed) {
+        struct loom_tx_req *req = loom_link_fifo_pop(q);
         struct ox_reqstate *rs = ox_rs(req);
-        *head = req->next;
-        if (!*head)
-            *tail = NULL;
-        req->next = NULL;
         if (rs->ref)
             loom_regcache_put(vp->rc, rs->ref);
         rs->ref = NULL;
@@ -279,12 +274,12 @@ void loom_ofi_kick(struct loom_tx *tx, int r)
     struct ox_peer *p = &vp->peers[r];
     if (p->lk.state != LOOM_LINK_S_UP || p->lk.failed)
         return;
-    int k = kick_queue(tx, p->rhead); /* receives first: ready for what comes */
+    int k = kick_queue(tx, p->lk.reqs[0].head); /* receives first: ready for what comes */
     if (k < 0)
         return;
     if (k > 0)
         vp->eagain = 1;
-    if (kick_queue(tx, p->shead) > 0)
+    if (kick_queue(tx, p->lk.reqs[1].head) > 0)
         vp->eagain = 1;
 }
 
@@ -325,17 +320,12 @@ loom_result_t loom_ofi_post(struct loom_tx *tx, struct loom_tx_req *req, int is_
     if (req->len / rs->chunk >= OX_MAX_CHUNKS)
         rs->chunk = (req->len + OX_MAX_CHUNKS - 1) / OX_MAX_CHUNKS;
     rs->nchunks = req->len ? (uint32_t)((req->len + rs->chunk - 1) / rs->chunk) : 1;
-    struct loom_tx_req **head = is_send ? &p->shead : &p->rhead;
-    struct loom_tx_req **tail = is_send ? &p->stail : &p->rtail;
-    if (*tail)
-        (*tail)->next = req;
-    else
-        *head = req;
-    *tail = req;
+    struct loom_link_fifo *q = &p->lk.reqs[is_send];
+    loom_link_fifo_push(q, req);
     if (p->lk.state == LOOM_LINK_S_UP) {
         /* only this request can be unposted unless -FI_EAGAIN held others */
-        struct ox_reqstate *hs = ox_rs(*head);
-        int k = kick_queue(tx, hs->posted < hs->nchunks ? *head : req);
+        struct ox_reqstate *hs = ox_rs(q->head);
+        int k = kick_queue(tx, hs->posted < hs->nchunks ? q->head : req);
         if (k > 0)
             vp->eagain = 1;
     }
@@ -440,7 +430,8 @@ void loom_ofi_sends_received(struct loom_tx *tx, int r, uint64_t got)
     struct ox_priv *vp = tx->priv;
     struct ox_peer *p = &vp->peers[r];
     int any = 0;
-    for (struct loom_tx_req *req = p->shead; req && ox_rs(req)->msg < got; req = req->next) {
+    for (struct loom_tx_req *req = p->lk.reqs[1].head; req && ox_rs(req)->msg < got;
+         req = req->next) {
         struct ox_reqstate *rs = ox_rs(req);
         if (rs->landed)
             continue;
@@ -471,12 +462,8 @@ void loom_ofi_fail_reqs(struct loom_tx *tx, int r, loom_result_t res)
             fi_cancel(&vp->ep->fid, &op->ctx);
     }
     for (int k = 0; k < 2; k++) {
-        struct loom_tx_req **head = k ? &p->shead : &p->rhead;
-        struct loom_tx_req **tail = k ? &p->stail : &p->rtail;
-        while (*head) {
-            struct loom_tx_req *req = *head;
-            *head = req->next;
-            req->next = NULL;
+        struct loom_tx_req *req;
+        while ((req = loom_link_fifo_pop(&p->lk.reqs[k]))) {
             struct ox_reqstate *rs = ox_rs(req);
             if (rs->ref)
                 loom_regcache_put(vp->rc, rs->ref);
@@ -484,6 +471,5 @@ void loom_ofi_fail_reqs(struct loom_tx *tx, int r, loom_result_t res)
             req->status = res;
             __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
         }
-        *tail = NULL;
     }
 }

@@ -80,8 +80,6 @@ struct ox_op {
 struct ox_peer {
     struct loom_link_peer lk; /* first: the link layer's (link.h)      */
     fi_addr_t addr;
-    struct loom_tx_req *shead, *stail; /* sends not yet complete (FIFO)    */
-    struct loom_tx_req *rhead, *rtail; /* receives not yet complete         */
     uint64_t send_msg, recv_msg;
     uint64_t recv_done; /* receives handed back: its goodbye
                                            tells it how many of its messages

@@ -1,12 +1,8 @@
 # src/transport/tcp: the tcp transport (always built).
 libloom_core_la_SOURCES += \
-	src/transport/tcp/tcp_frame.h \
-	src/transport/tcp/tcp_check.h \
-	src/transport/tcp/tcp_check.c \
-	src/transport/tcp/tcp_frame.c \
-	src/transport/tcp/tcp_priv.h \
-	src/transport/tcp/tcp_conn.c \
-	src/transport/tcp/tcp.c
+	src/transport/tcp/tcp_frame.h src/transport/tcp/tcp_frame.c \
+	src/transport/tcp/tcp_check.h src/transport/tcp/tcp_check.c \
+	src/transport/tcp/tcp_priv.h src/transport/tcp/tcp_conn.c src/transport/tcp/tcp.c
 
 # Point-to-point benchmark: ping-pong latency, uni/bidirectional bandwidth.
 noinst_PROGRAMS += perf/tcp_bench

@@ -75,22 +75,13 @@ static void stripe_done(struct loom_tx_req *req)
 
 static void queue_push(struct tcp_queue *q, struct tcp_op *op)
 {
-    op->next = NULL;
-    if (q->tail)
-        q->tail->next = op;
-    else
-        q->head = op;
-    q->tail = op;
+    LOOM_FIFO_PUSH(q->head, q->tail, op);
 }
 
 static struct tcp_op *queue_pop(struct tcp_queue *q)
 {
-    struct tcp_op *op = q->head;
-    if (op) {
-        q->head = op->next;
-        if (!q->head)
-            q->tail = NULL;
-    }
+    struct tcp_op *op;
+    LOOM_FIFO_POP(q->head, q->tail, op);
     return op;
 }
 
@@ -892,12 +883,7 @@ static void tcp_shutdown(struct loom_tx *tx, loom_result_t res)
         res = LOOM_ERROR_ABORTED;
     /* Tell the live peers first, so that ranks not waiting on the cause
      * learn of it now and can name it. */
-    struct loom_link_notice n = {.culprit = tx->notice_culprit >= 0 ? tx->notice_culprit
-                                                                    : tx->blame - 1,
-                                 .code = res,
-                                 .seq = tx->notice_seq,
-                                 .count = tx->notice_count,
-                                 .desc = tx->notice_desc};
+    struct loom_link_notice n = loom_link_notice_of(tx, res);
     for (int r = 0; r < tx->params.nranks; r++) {
         if (r == tx->params.rank || tp->peers[r].failed || tp->peers[r].bye)
             continue;

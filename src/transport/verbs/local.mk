@@ -4,18 +4,12 @@
 # (verbs_dl.c opens libibverbs.so.1 at first use), it only needs dlopen.
 if HAVE_VERBS
 libloom_core_la_SOURCES += \
-	src/transport/verbs/verbs_api.h \
-	src/transport/verbs/verbs_dl.c \
-	src/transport/verbs/verbs_gid.h \
-	src/transport/verbs/verbs_gid.c \
-	src/transport/verbs/verbs_proto.h \
-	src/transport/verbs/verbs_proto.c \
-	src/transport/verbs/verbs_qp.h \
-	src/transport/verbs/verbs_qp.c \
-	src/transport/verbs/verbs_priv.h \
-	src/transport/verbs/verbs_conn.c \
-	src/transport/verbs/verbs_data.c \
-	src/transport/verbs/verbs.c
+	src/transport/verbs/verbs_api.h src/transport/verbs/verbs_dl.c \
+	src/transport/verbs/verbs_gid.h src/transport/verbs/verbs_gid.c \
+	src/transport/verbs/verbs_proto.h src/transport/verbs/verbs_proto.c \
+	src/transport/verbs/verbs_qp.h src/transport/verbs/verbs_qp.c \
+	src/transport/verbs/verbs_priv.h src/transport/verbs/verbs_conn.c \
+	src/transport/verbs/verbs_data.c src/transport/verbs/verbs.c
 libloom_core_la_LIBADD += $(DL_LIBS)
 LOOM_INTERNAL_LIBS += $(DL_LIBS)
 

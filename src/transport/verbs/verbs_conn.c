@@ -182,14 +182,6 @@ static int blob_apply(struct loom_tx *tx, int r, const uint8_t *buf, size_t len)
     return 0;
 }
 
-static void queues(struct loom_tx *tx, int r, struct loom_tx_req **sends,
-                   struct loom_tx_req **recvs)
-{
-    struct vx_priv *vp = tx->priv;
-    *sends = vp->peers[r].shead;
-    *recvs = vp->peers[r].rhead;
-}
-
 /* writes outstanding: a completion in flight may name the real cause (an
  * access error the peer refused, before failing itself) */
 static int busy(struct loom_tx *tx, int r)
@@ -221,7 +213,6 @@ const struct loom_link_ops loom_verbs_link_ops = {
     .up = loom_verbs_kick,
     .post = loom_verbs_post,
     .poll = loom_verbs_poll_cq,
-    .queues = queues,
     .busy = busy,
     .lost = lost,
 };

@@ -48,52 +48,18 @@ static void req_release(struct vx_priv *vp, struct loom_tx_req *req)
     rs->mr = NULL;
 }
 
-/* Unlink req from a FIFO (normally its head). */
-static void fifo_remove(struct loom_tx_req **head, struct loom_tx_req **tail,
-                        struct loom_tx_req *req)
-{
-    struct loom_tx_req *prev = NULL;
-    for (struct loom_tx_req *q = *head; q; prev = q, q = q->next)
-        if (q == req) {
-            if (prev)
-                prev->next = q->next;
-            else
-                *head = q->next;
-            if (*tail == q)
-                *tail = prev;
-            q->next = NULL;
-            return;
-        }
-}
-
-static void fifo_push(struct loom_tx_req **head, struct loom_tx_req **tail, struct loom_tx_req *req)
-{
-    req->next = NULL;
-    if (*tail)
-        (*tail)->next = req;
-    else
-        *head = req;
-    *tail = req;
-}
-
 void loom_verbs_fail_reqs(struct loom_tx *tx, int r, loom_result_t res)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
     struct loom_tx_req *req;
-    while ((req = p->shead)) {
-        p->shead = req->next;
-        req_release(vp, req);
-        if (!req->done)
-            req_finish(req, res);
-    }
-    while ((req = p->rhead)) {
-        p->rhead = req->next;
-        req_release(vp, req);
-        if (!req->done)
-            req_finish(req, res);
-    }
-    p->stail = p->rtail = p->scur = p->radv = NULL;
+    for (int k = 1; k >= 0; k--) /* sends first */
+        while ((req = loom_link_fifo_pop(&p->lk.reqs[k]))) {
+            req_release(vp, req);
+            if (!req->done)
+                req_finish(req, res);
+        }
+    p->scur = p->radv = NULL;
 }
 
 /* ---- memory of a peer ---- */
@@ -246,7 +212,7 @@ static void complete_recv(struct loom_tx *tx, int r, struct loom_tx_req *req)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
-    fifo_remove(&p->rhead, &p->rtail, req);
+    loom_link_fifo_remove(&p->lk.reqs[0], req);
     req_release(vp, req);
     vp->counts.recvs++;
     req_finish(req, LOOM_SUCCESS);
@@ -354,7 +320,7 @@ static void complete_send(struct loom_tx *tx, int r, struct loom_tx_req *req)
 {
     struct vx_priv *vp = tx->priv;
     struct vx_peer *p = &vp->peers[r];
-    fifo_remove(&p->shead, &p->stail, req);
+    loom_link_fifo_remove(&p->lk.reqs[1], req);
     req_release(vp, req);
     vp->counts.sends++;
     req_finish(req, LOOM_SUCCESS);
@@ -672,11 +638,11 @@ loom_result_t loom_verbs_post(struct loom_tx *tx, struct loom_tx_req *req, int i
         }
     }
     if (is_send) {
-        fifo_push(&p->shead, &p->stail, req);
+        loom_link_fifo_push(&p->lk.reqs[1], req);
         if (!p->scur)
             p->scur = req;
     } else {
-        fifo_push(&p->rhead, &p->rtail, req);
+        loom_link_fifo_push(&p->lk.reqs[0], req);
         if (!p->radv) {
             p->radv = req;
             p->radv_off = 0;
