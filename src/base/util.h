@@ -64,14 +64,14 @@
     } while (0)
 
 /* Take x, which follows prev (NULL: x is the head), off such a list. */
-#define LOOM_FIFO_UNLINK(head, tail, prev, x)                                  \
-    do {                                                                       \
-        if (prev)                                                              \
-            (prev)->next = (x)->next;                                          \
-        else                                                                   \
-            (head) = (x)->next;                                                \
-        if ((tail) == (x))                                                     \
-            (tail) = (prev);                                                   \
+#define LOOM_FIFO_UNLINK(head, tail, prev, x)                                                      \
+    do {                                                                                           \
+        if (prev)                                                                                  \
+            (prev)->next = (x)->next;                                                              \
+        else                                                                                       \
+            (head) = (x)->next;                                                                    \
+        if ((tail) == (x))                                                                         \
+            (tail) = (prev);                                                                       \
     } while (0)
 
 static inline double loom_now(void)
