@@ -163,8 +163,9 @@ loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op)
     int server, index, size;
     int nservers = loom_shm_servers(comm, &server, &index, &size);
     LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm hier (%d servers of %d "
-              "ranks), %d ranks", loom_op_kind_name(op->kind), (unsigned long long)op->seq,
-              (unsigned long long)op->count, loom_dtype_name(op->dtype), nservers, size,
+              "ranks, shm_%s inside), %d ranks", loom_op_kind_name(op->kind),
+              (unsigned long long)op->seq, (unsigned long long)op->count,
+              loom_dtype_name(op->dtype), nservers, size, loom_shm_path_name(comm, op),
               comm->nranks);
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE: return hier_allreduce(comm, op);

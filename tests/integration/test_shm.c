@@ -527,13 +527,20 @@ int main(void)
     failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
     c = (struct cfg){.table = eight, .algo = "shm_push", .path = "push"};
     failed |= run("crowd: 8 ranks push", 8, crowd_rank, &c);
-    c = (struct cfg){.table = two2, .expect = "hier", .path = "push"};
+    /* hierarchical: pipe inside each server (CMA or not, its small
+     * allreduces through the slots), and every other path forced */
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "pipe", .small = "copy"};
     failed |= run("hier 2x2", 4, matrix_rank, &c);
-    c = (struct cfg){.table = two3, .expect = "hier", .path = "push"};
+    c = (struct cfg){.table = two3, .expect = "hier", .path = "pipe", .small = "copy"};
     failed |= run("hier 2x3", 6, matrix_rank, &c);
     c.no_cma = 1;
-    c.path = "copy";
     failed |= run("hier 2x3 two-copy", 6, matrix_rank, &c);
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "push", .algo = "shm_push"};
+    failed |= run("hier 2x2 push", 4, matrix_rank, &c);
+    c = (struct cfg){.table = two3, .expect = "hier", .path = "read", .algo = "shm_read"};
+    failed |= run("hier 2x3 read", 6, matrix_rank, &c);
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "copy", .algo = "shm_copy"};
+    failed |= run("hier 2x2 copy", 4, matrix_rank, &c);
     setenv("LOOM_ALGO", "allreduce=ring", 1);
     c = (struct cfg){.table = two2, .expect = NULL};
     failed |= run("LOOM_ALGO=allreduce=ring", 4, matrix_rank, &c);
