@@ -11,7 +11,10 @@
  *              other server from that rank;
  *   allgather: the engine fills this server's blocks; over hier_sub each
  *              rank gathers its own block from every server; the engine then
- *              hands each other server's blocks around inside the server.
+ *              hands each other server's blocks around inside the server;
+ *   reduce:    the engine on every server into its rank of the root's local
+ *              index, then a reduce over hier_sub among those ranks into
+ *              the root (not for averages).
  * Network steps run hier_sub's algorithms directly on this thread (its
  * queue has nothing else to run), with the parent's call number, so that
  * both ends of a step agree on the call. */
@@ -28,8 +31,9 @@ int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op)
 {
     if (!comm->shm || !comm->hier_sub || op->count == 0)
         return 0;
+    /* reduce: a local average would divide by the server's ranks */
     if (op->kind != LOOM_OP_ALLREDUCE && op->kind != LOOM_OP_BROADCAST &&
-        op->kind != LOOM_OP_ALLGATHER)
+        op->kind != LOOM_OP_ALLGATHER && (op->kind != LOOM_OP_REDUCE || op->op == LOOM_AVG))
         return 0;
     int a = comm->algo_forced[op->kind];
     return a == LOOM_ALGO_AUTO || loom_algo_is_shm(a) || a == LOOM_ALGO_HIER;
@@ -81,16 +85,23 @@ static loom_result_t hier_allreduce(struct loom_comm *comm, struct loom_op *op)
     return loom_shm_allreduce_mid(comm, op, &mid);
 }
 
+/* The root's server and local index (*rserver < 0: an error on comm). */
+static loom_result_t root_of(struct loom_comm *comm, const struct loom_op *op, int *rserver,
+                             int *rindex)
+{
+    *rserver = loom_shm_server_of(comm, op->root, rindex);
+    if (*rserver >= 0)
+        return LOOM_SUCCESS;
+    loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "%s: root %d is on no server",
+                        loom_op_kind_name(op->kind), op->root);
+    return LOOM_ERROR_INTERNAL;
+}
+
 static loom_result_t hier_broadcast(struct loom_comm *comm, struct loom_op *op)
 {
-    int server, index, size, rindex;
+    int server, index, size, rserver, rindex;
     loom_shm_servers(comm, &server, &index, &size);
-    int rserver = loom_shm_server_of(comm, op->root, &rindex);
-    if (rserver < 0) {
-        loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "broadcast: root %d is on no server",
-                            op->root);
-        return LOOM_ERROR_INTERNAL;
-    }
+    LOOM_CHECK(root_of(comm, op, &rserver, &rindex));
     struct loom_op local = *op;
     if (server == rserver)
         LOOM_CHECK(loom_shm_run_local(comm, &local));
@@ -105,6 +116,31 @@ static loom_result_t hier_broadcast(struct loom_comm *comm, struct loom_op *op)
         LOOM_CHECK(loom_shm_run_local(comm, &local));
     }
     return LOOM_SUCCESS;
+}
+
+static loom_result_t hier_reduce(struct loom_comm *comm, struct loom_op *op)
+{
+    int server, index, size, rserver, rindex;
+    loom_shm_servers(comm, &server, &index, &size);
+    LOOM_CHECK(root_of(comm, op, &rserver, &rindex));
+    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
+    struct loom_op local = *op;
+    local.root = loom_shm_rank_of(comm, server, rindex);
+    if (server != rserver && index == rindex) {
+        local.recvbuf = loom_comm_scratch(comm, bytes);
+        if (!local.recvbuf) {
+            loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "reduce (hier): cannot "
+                                "allocate %zu bytes", bytes);
+            return LOOM_ERROR_NO_MEMORY;
+        }
+    }
+    LOOM_CHECK(loom_shm_run_local(comm, &local));
+    if (index != rindex)
+        return LOOM_SUCCESS;
+    struct loom_op net = {.kind = LOOM_OP_REDUCE, .sendbuf = local.recvbuf,
+                          .recvbuf = local.recvbuf, .count = op->count, .dtype = op->dtype,
+                          .op = op->op, .root = rserver};
+    return between(comm, op, &net);
 }
 
 static loom_result_t hier_allgather(struct loom_comm *comm, struct loom_op *op)
@@ -171,6 +207,7 @@ loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op)
     case LOOM_OP_ALLREDUCE: return hier_allreduce(comm, op);
     case LOOM_OP_BROADCAST: return hier_broadcast(comm, op);
     case LOOM_OP_ALLGATHER: return hier_allgather(comm, op);
+    case LOOM_OP_REDUCE: return hier_reduce(comm, op);
     default: break;
     }
     loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "hier: no algorithm for %s",
