@@ -288,7 +288,8 @@ loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x)
 /* Two stages per chunk: every rank stages the same stretch of each block
  * its peers own, then reduces that stretch of its own block from every
  * rank's input in rank order (its own read in place) into out. avg > 0:
- * the result divided by avg (LOOM_AVG; 0 leaves a sum). */
+ * the result divided by avg (LOOM_AVG; 0 leaves a sum). Peers may still
+ * read this rank's buffers: pipe_end before the ring is used again. */
 static loom_result_t pipe_scatter(struct pipe *p, char *out, int avg)
 {
     struct loom_shm *s = p->s;
@@ -333,20 +334,22 @@ static loom_result_t pipe_scatter(struct pipe *p, char *out, int avg)
             loom_reduce_avg_finish(dst, (size_t)cnt, p->op->dtype, avg);
         loom_shm_bump(s);
     }
-    return pipe_end(p);
+    return LOOM_SUCCESS;
 }
 
 loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x)
 {
     struct pipe p;
     pipe_init_blocks(&p, x, 0, (unsigned)x->s->n);
-    return pipe_scatter(&p, p.recv, x->s->n);
+    loom_result_t res = pipe_scatter(&p, p.recv, x->s->n);
+    return res < 0 ? res : pipe_end(&p);
 }
 
 /* The hierarchical allreduce: a reduce-scatter into each rank's slice of
- * recvbuf, mid on the whole slice, then an allgather of the slices. Each
- * slice is reduced by one rank here and by the network step alike on
- * every server: the same bits everywhere. */
+ * recvbuf, mid on the whole slice (while slower local peers still reduce
+ * theirs), then an allgather of the slices. Each slice is reduced by one
+ * rank here and by the network step alike on every server: the same bits
+ * everywhere. */
 loom_result_t loom_shm_pipe_allreduce_mid(struct loom_shm_ctx *x, const struct loom_shm_mid *mid)
 {
     struct pipe p;
@@ -361,8 +364,11 @@ loom_result_t loom_shm_pipe_allreduce_mid(struct loom_shm_ctx *x, const struct l
         return res;
     if (x->op->op == LOOM_AVG && len)
         loom_reduce_avg_finish(mine, (size_t)len, x->op->dtype, x->comm->nranks);
-    /* a second run of the ring from the epoch reached: pipe_end left
-     * every buffer free */
+    /* a second run of the ring from the epoch reached, once pipe_end has
+     * seen every buffer free */
+    res = pipe_end(&p);
+    if (res < 0)
+        return res;
     pipe_init_blocks(&p, x, 1, 1);
     return pipe_gather(&p, mine);
 }
