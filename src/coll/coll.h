@@ -132,8 +132,9 @@ loom_result_t loom_dissemination_barrier(struct loom_comm *comm,
                                          struct loom_op *op);
 
 /* hier.c: several servers, each in shared memory (comm->shm), and between
- * them comm->hier_sub (the ranks of one local index): allreduce, broadcast
- * and allgather compose the engine inside servers with the network across. */
+ * them comm->hier_sub (the ranks of one local index): allreduce, broadcast,
+ * allgather and reduce (but an average) compose the engine inside servers
+ * with the network across. */
 int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op);
 loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op);
 

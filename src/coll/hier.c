@@ -11,7 +11,13 @@
  *              other server from that rank;
  *   allgather: the engine fills this server's blocks; over hier_sub each
  *              rank gathers its own block from every server; the engine then
- *              hands each other server's blocks around inside the server.
+ *              hands each other server's blocks around inside the server;
+ *   reduce:    the engine on every server into its rank of the root's local
+ *              index, then a reduce over hier_sub among those ranks into
+ *              the root (not for averages);
+ *   reduce_scatter: the engine reduces, per local index j, the blocks of
+ *              rank j of every server; a reduce_scatter over hier_sub
+ *              leaves each rank its block (not for averages).
  * Network steps run hier_sub's algorithms directly on this thread (its
  * queue has nothing else to run), with the parent's call number, so that
  * both ends of a step agree on the call. */
@@ -28,8 +34,11 @@ int loom_hier_usable(const struct loom_comm *comm, const struct loom_op *op)
 {
     if (!comm->shm || !comm->hier_sub || op->count == 0)
         return 0;
+    /* reduce, reduce_scatter: a local average would divide by the
+     * server's ranks */
+    int reduces = op->kind == LOOM_OP_REDUCE || op->kind == LOOM_OP_REDUCE_SCATTER;
     if (op->kind != LOOM_OP_ALLREDUCE && op->kind != LOOM_OP_BROADCAST &&
-        op->kind != LOOM_OP_ALLGATHER)
+        op->kind != LOOM_OP_ALLGATHER && (!reduces || op->op == LOOM_AVG))
         return 0;
     int a = comm->algo_forced[op->kind];
     return a == LOOM_ALGO_AUTO || loom_algo_is_shm(a) || a == LOOM_ALGO_HIER;
@@ -81,16 +90,23 @@ static loom_result_t hier_allreduce(struct loom_comm *comm, struct loom_op *op)
     return loom_shm_allreduce_mid(comm, op, &mid);
 }
 
+/* The root's server and local index (*rserver < 0: an error on comm). */
+static loom_result_t root_of(struct loom_comm *comm, const struct loom_op *op, int *rserver,
+                             int *rindex)
+{
+    *rserver = loom_shm_server_of(comm, op->root, rindex);
+    if (*rserver >= 0)
+        return LOOM_SUCCESS;
+    loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "%s: root %d is on no server",
+                        loom_op_kind_name(op->kind), op->root);
+    return LOOM_ERROR_INTERNAL;
+}
+
 static loom_result_t hier_broadcast(struct loom_comm *comm, struct loom_op *op)
 {
-    int server, index, size, rindex;
+    int server, index, size, rserver, rindex;
     loom_shm_servers(comm, &server, &index, &size);
-    int rserver = loom_shm_server_of(comm, op->root, &rindex);
-    if (rserver < 0) {
-        loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "broadcast: root %d is on no server",
-                            op->root);
-        return LOOM_ERROR_INTERNAL;
-    }
+    LOOM_CHECK(root_of(comm, op, &rserver, &rindex));
     struct loom_op local = *op;
     if (server == rserver)
         LOOM_CHECK(loom_shm_run_local(comm, &local));
@@ -107,6 +123,81 @@ static loom_result_t hier_broadcast(struct loom_comm *comm, struct loom_op *op)
     return LOOM_SUCCESS;
 }
 
+static loom_result_t hier_reduce(struct loom_comm *comm, struct loom_op *op)
+{
+    int server, index, size, rserver, rindex;
+    loom_shm_servers(comm, &server, &index, &size);
+    LOOM_CHECK(root_of(comm, op, &rserver, &rindex));
+    size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
+    struct loom_op local = *op;
+    local.root = loom_shm_rank_of(comm, server, rindex);
+    if (server != rserver && index == rindex) {
+        local.recvbuf = loom_comm_scratch(comm, bytes);
+        if (!local.recvbuf) {
+            loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "reduce (hier): cannot "
+                                "allocate %zu bytes", bytes);
+            return LOOM_ERROR_NO_MEMORY;
+        }
+    }
+    LOOM_CHECK(loom_shm_run_local(comm, &local));
+    if (index != rindex)
+        return LOOM_SUCCESS;
+    struct loom_op net = {.kind = LOOM_OP_REDUCE, .sendbuf = local.recvbuf,
+                          .recvbuf = local.recvbuf, .count = op->count, .dtype = op->dtype,
+                          .op = op->op, .root = rserver};
+    return between(comm, op, &net);
+}
+
+/* The comm ranks of this server span first .. first + *span - 1; the
+ * engine places local rank j's block at its comm rank. */
+static int local_span(const struct loom_comm *comm, int server, int size, size_t *span)
+{
+    int first = loom_shm_rank_of(comm, server, 0), last = first;
+    for (int j = 0; j < size; j++) {
+        int r = loom_shm_rank_of(comm, server, j);
+        first = r < first ? r : first;
+        last = r > last ? r : last;
+    }
+    *span = (size_t)(last - first + 1);
+    return first;
+}
+
+/* reduce_scatter: the engine reduces, for each local index j, the blocks
+ * of rank j of every server (gathered into one block per local rank
+ * first), then those ranks reduce-scatter them over hier_sub. */
+static loom_result_t hier_reduce_scatter(struct loom_comm *comm, struct loom_op *op)
+{
+    int server, index, size;
+    int nservers = loom_shm_servers(comm, &server, &index, &size);
+    size_t span, block = (size_t)op->count * loom_dtype_size(op->dtype);
+    size_t group = block * (size_t)nservers;
+    int first = local_span(comm, server, size, &span);
+    size_t need = group * (span + 1);
+    char *in = loom_comm_scratch(comm, need);
+    if (!in) {
+        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "reduce_scatter (hier): cannot "
+                            "allocate %zu bytes", need);
+        return LOOM_ERROR_NO_MEMORY;
+    }
+    char *part = in + group * span;
+    const char *send = op->sendbuf;
+    for (int j = 0; j < size; j++) {
+        char *to = in + (size_t)(loom_shm_rank_of(comm, server, j) - first) * group;
+        for (int g = 0; g < nservers; g++)
+            memcpy(to + (size_t)g * block,
+                   send + (size_t)loom_shm_rank_of(comm, g, j) * block, block);
+    }
+    struct loom_op local = *op;
+    local.sendbuf = in - (size_t)first * group; /* never read below in */
+    local.recvbuf = part;
+    local.count = op->count * (uint64_t)nservers;
+    LOOM_CHECK(loom_shm_run_local(comm, &local));
+    struct loom_op net = {.kind = LOOM_OP_REDUCE_SCATTER, .sendbuf = part,
+                          .recvbuf = op->recvbuf, .count = op->count, .dtype = op->dtype,
+                          .op = op->op};
+    return between(comm, op, &net);
+}
+
 static loom_result_t hier_allgather(struct loom_comm *comm, struct loom_op *op)
 {
     int server, index, size;
@@ -119,15 +210,9 @@ static loom_result_t hier_allgather(struct loom_comm *comm, struct loom_op *op)
     /* 2. this rank's block from every server, over the network; then,
      *    inside the server, each other server's blocks (local rank j holds
      *    block (g, j)): one engine allgather per server g, into `spread`,
-     *    where the engine puts local rank j's block at its comm rank (this
-     *    server's ranks span first..last) */
-    int first = loom_shm_rank_of(comm, server, 0), last = first;
-    for (int j = 0; j < size; j++) {
-        int r = loom_shm_rank_of(comm, server, j);
-        first = r < first ? r : first;
-        last = r > last ? r : last;
-    }
-    size_t span = (size_t)(last - first + 1);
+     *    where the engine puts local rank j's block at its comm rank */
+    size_t span;
+    int first = local_span(comm, server, size, &span);
     size_t need = block * ((size_t)nservers + span);
     char *mine = loom_comm_scratch(comm, need);
     if (!mine) {
@@ -163,13 +248,16 @@ loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op)
     int server, index, size;
     int nservers = loom_shm_servers(comm, &server, &index, &size);
     LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm hier (%d servers of %d "
-              "ranks), %d ranks", loom_op_kind_name(op->kind), (unsigned long long)op->seq,
-              (unsigned long long)op->count, loom_dtype_name(op->dtype), nservers, size,
+              "ranks, shm_%s inside), %d ranks", loom_op_kind_name(op->kind),
+              (unsigned long long)op->seq, (unsigned long long)op->count,
+              loom_dtype_name(op->dtype), nservers, size, loom_shm_path_name(comm, op),
               comm->nranks);
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE: return hier_allreduce(comm, op);
     case LOOM_OP_BROADCAST: return hier_broadcast(comm, op);
     case LOOM_OP_ALLGATHER: return hier_allgather(comm, op);
+    case LOOM_OP_REDUCE: return hier_reduce(comm, op);
+    case LOOM_OP_REDUCE_SCATTER: return hier_reduce_scatter(comm, op);
     default: break;
     }
     loom_comm_set_error(comm, LOOM_ERROR_INTERNAL, "hier: no algorithm for %s",

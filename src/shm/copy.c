@@ -139,7 +139,8 @@ loom_result_t loom_shm_copy_broadcast(struct loom_shm_ctx *x)
     return LOOM_SUCCESS;
 }
 
-/* Each step carries the same stretch of every block. */
+/* Each step carries the same stretch of every block, local rank b's block
+ * (the one at its comm rank in sendbuf) b-th. */
 loom_result_t loom_shm_copy_reduce_scatter(struct loom_shm_ctx *x)
 {
     struct loom_shm *s = x->s;
@@ -149,13 +150,13 @@ loom_result_t loom_shm_copy_reduce_scatter(struct loom_shm_ctx *x)
     uint64_t per = s->slot_bytes / es / (uint64_t)s->n;
     const char *send = op->sendbuf;
     char *recv = op->recvbuf;
-    int mine = s->ranks[s->me];
+    int mine = s->me;
     for (uint64_t off = 0; off < op->count; off += per) {
         uint64_t cnt = op->count - off < per ? op->count - off : per;
         char *slot = loom_shm_slot(s, s->me, s->epoch + 1);
         for (int b = 0; b < s->n; b++)
             memcpy(slot + (size_t)b * cnt * es,
-                   send + ((uint64_t)b * op->count + off) * es, (size_t)cnt * es);
+                   send + ((uint64_t)s->ranks[b] * op->count + off) * es, (size_t)cnt * es);
         uint32_t ep;
         loom_result_t res = step(x, &ep);
         if (res < 0)

@@ -160,10 +160,12 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint32_t k, uint6
     switch (op->kind) {
     case LOOM_OP_BROADCAST: put(x, q, recv, s->me == root ? b : 0); break;
     case LOOM_OP_REDUCE_SCATTER:
-        /* the same stretch of every block, block after block */
+        /* the same stretch of every block (local rank j's at its comm
+         * rank), block after block */
         for (int j = 0; b && j < s->n; j++)
             memcpy(s->out + (size_t)j * b,
-                   (const char *)op->sendbuf + ((uint64_t)j * op->count + off) * es, b);
+                   (const char *)op->sendbuf + ((uint64_t)s->ranks[j] * op->count + off) * es,
+                   b);
         put(x, q, s->out, b * (size_t)s->n);
         break;
     case LOOM_OP_BARRIER: put(x, q, NULL, 0); break;

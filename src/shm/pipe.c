@@ -35,6 +35,7 @@ struct pipe {
     unsigned stages; /* bumps per chunk                               */
     uint64_t per;    /* elements per chunk (of each block: parts > 1) */
     uint64_t nchunks;
+    int sliced;      /* blocks are the slices of count (else count each) */
 };
 
 static size_t pipe_buf_bytes(const struct loom_shm *s)
@@ -56,6 +57,37 @@ static void pipe_init(struct pipe *p, struct loom_shm_ctx *x, unsigned stages, u
     p->stages = stages;
     p->per = pipe_buf_bytes(x->s) / p->es / parts;
     p->nchunks = (x->op->count + p->per - 1) / p->per;
+    p->sliced = 0;
+}
+
+/* The blocked collectives (one block per local rank, chunk c holding the
+ * same stretch of every block; a buffer holds parts such stretches): blocks
+ * of count in comm rank order, or (sliced) the n slices of count, which the
+ * hierarchical allreduce hands whole to the network between local steps. */
+static void pipe_init_blocks(struct pipe *p, struct loom_shm_ctx *x, int sliced, unsigned parts)
+{
+    pipe_init(p, x, 2, parts);
+    uint64_t n = (uint64_t)x->s->n, longest = sliced ? (x->op->count + n - 1) / n
+                                                     : x->op->count;
+    p->nchunks = (longest + p->per - 1) / p->per;
+    p->sliced = sliced;
+}
+
+/* Local rank j's block: first element and length. */
+static void pipe_block(const struct pipe *p, int j, uint64_t *at, uint64_t *len)
+{
+    if (p->sliced) {
+        loom_shm_slice(p->op->count, p->s->n, j, at, len);
+        return;
+    }
+    *at = (uint64_t)p->s->ranks[j] * p->op->count;
+    *len = p->op->count;
+}
+
+/* Elements of a block of len elements in the chunk starting at base. */
+static uint64_t pipe_piece(const struct pipe *p, uint64_t len, uint64_t base)
+{
+    return len <= base ? 0 : len - base < p->per ? len - base : p->per;
 }
 
 /* Chunk c's first element (*base) and element count. */
@@ -211,79 +243,132 @@ loom_result_t loom_shm_pipe_broadcast(struct loom_shm_ctx *x)
     return pipe_end(&p);
 }
 
-/* Two stages per chunk: every rank stages a chunk of its block, then
- * copies the same chunk of every peer's block out. */
-loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x)
+/* Two stages per chunk: every rank stages a chunk of its block (from
+ * mine), then copies the same chunk of every peer's block into recvbuf. */
+static loom_result_t pipe_gather(struct pipe *p, const char *mine)
 {
-    struct pipe p;
-    pipe_init(&p, x, 2, 1);
-    struct loom_shm *s = p.s;
-    size_t block = (size_t)p.op->count * p.es;
-    for (uint64_t c = 0; c < p.nchunks; c++) {
-        uint64_t base, cnt = pipe_chunk(&p, c, &base);
-        loom_result_t res = pipe_claim(&p, c);
+    struct loom_shm *s = p->s;
+    size_t es = p->es;
+    uint64_t at, len;
+    for (uint64_t c = 0; c < p->nchunks; c++) {
+        uint64_t base = c * p->per;
+        loom_result_t res = pipe_claim(p, c);
         if (res < 0)
             return res;
-        memcpy(pipe_buf(&p, s->me, c), p.send + base * p.es, (size_t)cnt * p.es);
+        pipe_block(p, s->me, &at, &len);
+        uint64_t cnt = pipe_piece(p, len, base);
+        if (cnt)
+            memcpy(pipe_buf(p, s->me, c), mine + base * es, (size_t)cnt * es);
         loom_shm_bump(s);
         for (int k = 1; k < s->n; k++) {
             int j = (s->me + k) % s->n;
-            res = pipe_wait(&p, j, c, 0);
+            res = pipe_wait(p, j, c, 0);
             if (res < 0)
                 return res;
-            memcpy(p.recv + (size_t)s->ranks[j] * block + base * p.es, pipe_buf(&p, j, c),
-                   (size_t)cnt * p.es);
+            pipe_block(p, j, &at, &len);
+            cnt = pipe_piece(p, len, base);
+            if (cnt)
+                memcpy(p->recv + (at + base) * es, pipe_buf(p, j, c), (size_t)cnt * es);
         }
         loom_shm_bump(s);
     }
-    char *mine = p.recv + (size_t)s->ranks[s->me] * block;
-    if (p.send != mine)
-        memmove(mine, p.send, block);
-    return pipe_end(&p);
+    pipe_block(p, s->me, &at, &len);
+    if (mine != p->recv + at * es)
+        memmove(p->recv + at * es, mine, (size_t)len * es);
+    return pipe_end(p);
+}
+
+loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x)
+{
+    struct pipe p;
+    pipe_init_blocks(&p, x, 0, 1);
+    return pipe_gather(&p, p.send);
 }
 
 /* Two stages per chunk: every rank stages the same stretch of each block
  * its peers own, then reduces that stretch of its own block from every
- * rank's input in rank order (its own read in place). */
-loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x)
+ * rank's input in rank order (its own read in place) into out. avg > 0:
+ * the result divided by avg (LOOM_AVG; 0 leaves a sum). Peers may still
+ * read this rank's buffers: pipe_end before the ring is used again. */
+static loom_result_t pipe_scatter(struct pipe *p, char *out, int avg)
 {
-    struct pipe p;
-    pipe_init(&p, x, 2, (unsigned)x->s->n);
-    struct loom_shm *s = p.s;
-    size_t es = p.es, piece = (size_t)p.per * es;
-    const char *my_block = p.send + (size_t)s->ranks[s->me] * p.op->count * es;
+    struct loom_shm *s = p->s;
+    size_t es = p->es, piece = (size_t)p->per * es;
+    uint64_t at, len, mat, mlen;
+    pipe_block(p, s->me, &mat, &mlen);
+    const char *my_block = p->send + mat * es;
     /* in place, the result overwrites this rank's input before the rank
      * order reaches it: stage that block too */
-    int in_place = p.recv == my_block;
-    for (uint64_t c = 0; c < p.nchunks; c++) {
-        uint64_t base, cnt = pipe_chunk(&p, c, &base);
-        loom_result_t res = pipe_claim(&p, c);
+    int in_place = out == my_block;
+    for (uint64_t c = 0; c < p->nchunks; c++) {
+        uint64_t base = c * p->per;
+        loom_result_t res = pipe_claim(p, c);
         if (res < 0)
             return res;
-        char *mine = pipe_buf(&p, s->me, c);
-        for (int j = 0; j < s->n; j++)
-            if (j != s->me || in_place)
-                memcpy(mine + (size_t)j * piece,
-                       p.send + ((uint64_t)s->ranks[j] * p.op->count + base) * es,
-                       (size_t)cnt * es);
-        loom_shm_bump(s);
-        char *dst = p.recv + base * es;
+        char *mine = pipe_buf(p, s->me, c);
         for (int j = 0; j < s->n; j++) {
-            res = j == s->me ? LOOM_SUCCESS : pipe_wait(&p, j, c, 0);
+            pipe_block(p, j, &at, &len);
+            uint64_t cnt = pipe_piece(p, len, base);
+            if ((j != s->me || in_place) && cnt)
+                memcpy(mine + (size_t)j * piece, p->send + (at + base) * es, (size_t)cnt * es);
+        }
+        loom_shm_bump(s);
+        uint64_t cnt = pipe_piece(p, mlen, base);
+        char *dst = out + base * es;
+        for (int j = 0; j < s->n; j++) {
+            res = j == s->me ? LOOM_SUCCESS : pipe_wait(p, j, c, 0);
             if (res < 0)
                 return res;
+            if (!cnt)
+                continue;
             const char *src = j == s->me && !in_place ? my_block + base * es
-                                                      : pipe_buf(&p, j, c) + (size_t)s->me * piece;
+                                                      : pipe_buf(p, j, c) + (size_t)s->me * piece;
             if (j == 0) {
                 if (dst != src)
                     memcpy(dst, src, (size_t)cnt * es);
             } else {
-                p.fn(dst, dst, src, (size_t)cnt);
+                p->fn(dst, dst, src, (size_t)cnt);
             }
         }
-        if (p.op->op == LOOM_AVG)
-            loom_reduce_avg_finish(dst, (size_t)cnt, p.op->dtype, s->n);
+        if (p->op->op == LOOM_AVG && avg && cnt)
+            loom_reduce_avg_finish(dst, (size_t)cnt, p->op->dtype, avg);
         loom_shm_bump(s);
     }
-    return pipe_end(&p);
+    return LOOM_SUCCESS;
+}
+
+loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x)
+{
+    struct pipe p;
+    pipe_init_blocks(&p, x, 0, (unsigned)x->s->n);
+    loom_result_t res = pipe_scatter(&p, p.recv, x->s->n);
+    return res < 0 ? res : pipe_end(&p);
+}
+
+/* The hierarchical allreduce: a reduce-scatter into each rank's slice of
+ * recvbuf, mid on the whole slice (while slower local peers still reduce
+ * theirs), then an allgather of the slices. Each slice is reduced by one
+ * rank here and by the network step alike on every server: the same bits
+ * everywhere. */
+loom_result_t loom_shm_pipe_allreduce_mid(struct loom_shm_ctx *x, const struct loom_shm_mid *mid)
+{
+    struct pipe p;
+    pipe_init_blocks(&p, x, 1, (unsigned)x->s->n);
+    uint64_t at, len;
+    pipe_block(&p, x->s->me, &at, &len);
+    char *mine = p.recv + at * p.es;
+    loom_result_t res = pipe_scatter(&p, mine, 0);
+    if (res == LOOM_SUCCESS)
+        res = loom_shm_inter(x, mid, mine, len);
+    if (res < 0)
+        return res;
+    if (x->op->op == LOOM_AVG && len)
+        loom_reduce_avg_finish(mine, (size_t)len, x->op->dtype, x->comm->nranks);
+    /* a second run of the ring from the epoch reached, once pipe_end has
+     * seen every buffer free */
+    res = pipe_end(&p);
+    if (res < 0)
+        return res;
+    pipe_init_blocks(&p, x, 1, 1);
+    return pipe_gather(&p, mine);
 }

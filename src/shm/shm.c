@@ -15,8 +15,8 @@ static int forced(const struct loom_comm *comm, const struct loom_op *op)
     return a == LOOM_ALGO_AUTO ? 0 : loom_algo_is_shm(a) || a == LOOM_ALGO_HIER ? 1 : -1;
 }
 
-enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct loom_shm *s,
-                                    const struct loom_op *op)
+static enum loom_shm_path path_of(const struct loom_comm *comm, const struct loom_shm *s,
+                                  const struct loom_op *op)
 {
     size_t bytes = (size_t)op->count * loom_dtype_size(op->dtype);
     /* the kinds where ranks share the work only by writing into peers */
@@ -25,14 +25,12 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
     enum loom_shm_path cma = s->push && pushes ? LOOM_SHM_PATH_PUSH
                              : s->cma          ? LOOM_SHM_PATH_READ
                                                : LOOM_SHM_PATH_COPY;
-    /* the hierarchical allreduce's step between servers needs whole
-     * slices, which the pipelined chunks never hold */
-    int pipes = s->ngroups == 1 || op->kind != LOOM_OP_ALLREDUCE;
-    /* One server: through the segment in pipelined chunks, which measured
-     * faster than cross-memory attach (no page pinning per call, no system
-     * call for the scheduler to preempt) and than the copy path (docs/shm.md,
-     * "Measured"). Several servers: whole slices for the network step. */
-    enum loom_shm_path best = s->ngroups > 1 ? cma : LOOM_SHM_PATH_PIPE;
+    /* Through the segment in pipelined chunks, which measured faster than
+     * cross-memory attach (no page pinning per call, no system call for the
+     * scheduler to preempt) and than the copy path, on one server and
+     * inside each server of a hierarchical call (docs/shm.md, "Measured",
+     * "Hierarchical"). */
+    enum loom_shm_path best = LOOM_SHM_PATH_PIPE;
     int small = loom_shm_ll_bytes(s, op) <= LOOM_SHM_LL_MAX;
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_LL: return LOOM_SHM_PATH_LL;
@@ -46,13 +44,24 @@ enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct l
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_READ: return s->cma ? LOOM_SHM_PATH_READ : LOOM_SHM_PATH_COPY;
     case LOOM_ALGO_SHM_PUSH: return cma;
-    case LOOM_ALGO_SHM_PIPE: return pipes ? LOOM_SHM_PATH_PIPE : LOOM_SHM_PATH_COPY;
+    case LOOM_ALGO_SHM_PIPE: return LOOM_SHM_PATH_PIPE;
     default: break;
     }
     if (small)
         return LOOM_SHM_PATH_LL;
     /* one step through the slots, no system call */
     return bytes <= LOOM_SHM_SMALL ? LOOM_SHM_PATH_COPY : best;
+}
+
+enum loom_shm_path loom_shm_path_of(const struct loom_comm *comm, const struct loom_shm *s,
+                                    const struct loom_op *op)
+{
+    enum loom_shm_path path = path_of(comm, s, op);
+    /* the hierarchical allreduce hands slices to the network, which the
+     * small-message lines never hold: its small calls go through the slots */
+    if (path == LOOM_SHM_PATH_LL && s->ngroups > 1 && op->kind == LOOM_OP_ALLREDUCE)
+        return LOOM_SHM_PATH_COPY;
+    return path;
 }
 
 const char *loom_shm_path_name(const struct loom_comm *comm, const struct loom_op *op)
@@ -137,6 +146,7 @@ loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
     switch (loom_shm_path_of(comm, s, op)) {
     case LOOM_SHM_PATH_PUSH: return loom_shm_push_allreduce(&x, mid);
     case LOOM_SHM_PATH_READ: return loom_shm_cma_allreduce(&x, mid);
+    case LOOM_SHM_PATH_PIPE: return loom_shm_pipe_allreduce_mid(&x, mid);
     default: return loom_shm_copy_allreduce(&x, mid);
     }
 }

@@ -7,7 +7,7 @@
  * and, where the kernel permits, cross-memory attach (process_vm_readv)
  * straight from each other's buffers. With several servers of equal rank
  * counts, coll/hier.c composes the engine with the network (allreduce,
- * broadcast, allgather). LOOM_SHM=0 turns all of it off. */
+ * broadcast, allgather, reduce). LOOM_SHM=0 turns all of it off. */
 #ifndef LOOM_SHM_H
 #define LOOM_SHM_H
 
@@ -55,9 +55,9 @@ loom_result_t loom_shm_coll_run(struct loom_comm *comm, struct loom_op *op,
                                 int *handled);
 
 /* The engine among this server's ranks only, whatever the servers (for the
- * hierarchical algorithms, coll/hier.c): a broadcast from op->root (a rank
- * of this server), an allgather that fills this server's blocks of
- * recvbuf (by comm rank). */
+ * hierarchical algorithms, coll/hier.c): a broadcast from, or a reduce
+ * into, op->root (a rank of this server), an allgather that fills this
+ * server's blocks of recvbuf (by comm rank). */
 loom_result_t loom_shm_run_local(struct loom_comm *comm, struct loom_op *op);
 
 /* The step between servers of a hierarchical allreduce: the engine calls

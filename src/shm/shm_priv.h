@@ -228,6 +228,8 @@ loom_result_t loom_shm_pipe_reduce(struct loom_shm_ctx *x);
 loom_result_t loom_shm_pipe_broadcast(struct loom_shm_ctx *x);
 loom_result_t loom_shm_pipe_allgather(struct loom_shm_ctx *x);
 loom_result_t loom_shm_pipe_reduce_scatter(struct loom_shm_ctx *x);
+/* The hierarchical allreduce: mid on each rank's whole slice in between. */
+loom_result_t loom_shm_pipe_allreduce_mid(struct loom_shm_ctx *x, const struct loom_shm_mid *mid);
 
 /* ll.c: small messages, data and its piece number in one line, no system
  * call and no sleep while peers keep up. */

@@ -13,7 +13,9 @@
  *   crowd:  8 ranks on this machine's few cores finish within the
  *           harness's time limit (waiters must sleep, not spin);
  *   hier:   the 2-server loopback tables (2 and 3 ranks per server): the
- *           hierarchical allreduce, checked, and every other collective;
+ *           hierarchical collectives, checked, on the pipe path chosen
+ *           inside each server (CMA or not) and on push, read and copy
+ *           forced, and every other collective; mismatch and abort there;
  *   same bits: float averages are bitwise identical on every rank;
  *   off:    LOOM_SHM=0 sets up no segment;
  *   kill:   one rank SIGKILLs itself mid-allreduce: the others fail within
@@ -56,6 +58,9 @@ struct cfg {
     const char *small;   /* the engine's path for a 1 KiB allreduce     */
     int algo_rank;       /* with algo_other: the rank that sets it instead */
     const char *algo_other;
+    int hier;            /* a 2-server table: the ranks of the other server
+                            (rank >= n / 2) than rank 0's may only hear of
+                            a failure from the step between servers      */
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
@@ -300,6 +305,10 @@ static int mismatch_rank(int rank, int n, void *arg)
          * another peer first, which names rank 0 */
         named = res == LOOM_ERROR_MISMATCH && strstr(msg, "collective calls differ") &&
                 strstr(msg, a) && strstr(msg, b);
+        /* the other server fails in the step between servers, which its
+         * peers never join */
+        if (c->hier && rank >= n / 2 && res != LOOM_SUCCESS)
+            named = 1;
         if (!named &&
             (rank == 0 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 0 ")))
             FAIL("allreduce of %llu against %llu: %s: %s", (unsigned long long)mine,
@@ -311,6 +320,8 @@ static int mismatch_rank(int rank, int n, void *arg)
         msg = loom_get_error_string(comm);
         named = res == LOOM_ERROR_MISMATCH && strstr(msg, "allreduce(") &&
                 strstr(msg, "broadcast(");
+        if (c->hier && rank >= n / 2 && res != LOOM_SUCCESS)
+            named = 1;
         if (!named &&
             (rank == 1 || res != LOOM_ERROR_REMOTE || !strstr(msg, "blaming rank 1 ")))
             FAIL("broadcast against allreduce: %s: %s", loom_result_string(res), msg);
@@ -366,6 +377,10 @@ static int abort_rank(int rank, int n, void *arg)
     const char *msg = loom_get_error_string(comm);
     if (rank == 0 && res != LOOM_ERROR_ABORTED)
         FAIL("%s: aborted, but %s: %s", kname[kind], loom_result_string(res), msg);
+    /* a hierarchical broadcast from the other server needs nothing from
+     * rank 0's: that server's ranks finish it */
+    else if (c->hier && rank >= n / 2 && kind == K_BROADCAST && res == LOOM_SUCCESS)
+        ;
     else if (rank != 0 && (res == LOOM_SUCCESS || !strstr(msg, "rank 0 ")))
         FAIL("%s: rank 0 aborted, but %s: %s", kname[kind], loom_result_string(res), msg);
     else if (dt > 10.0)
@@ -527,13 +542,33 @@ int main(void)
     failed |= run("crowd: 8 ranks", 8, crowd_rank, &c);
     c = (struct cfg){.table = eight, .algo = "shm_push", .path = "push"};
     failed |= run("crowd: 8 ranks push", 8, crowd_rank, &c);
-    c = (struct cfg){.table = two2, .expect = "hier", .path = "push"};
+    /* hierarchical: pipe inside each server (CMA or not, its small
+     * allreduces through the slots), and every other path forced */
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "pipe", .small = "copy"};
     failed |= run("hier 2x2", 4, matrix_rank, &c);
-    c = (struct cfg){.table = two3, .expect = "hier", .path = "push"};
+    c = (struct cfg){.table = two3, .expect = "hier", .path = "pipe", .small = "copy"};
     failed |= run("hier 2x3", 6, matrix_rank, &c);
     c.no_cma = 1;
-    c.path = "copy";
     failed |= run("hier 2x3 two-copy", 6, matrix_rank, &c);
+    /* mismatch and abort through the hierarchical pipe path: the failure
+     * crosses servers through the step between them */
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "pipe", .hier = 1};
+    failed |= run("hier 2x2 mismatch: count", 4, mismatch_rank, &c);
+    c.later = 1;
+    failed |= run("hier 2x2 mismatch: kind", 4, mismatch_rank, &c);
+    c.later = 0;
+    for (int k = 0; k < 2; k++) {
+        c.abort_kind = k ? K_BROADCAST : K_ALLREDUCE;
+        char name[64];
+        snprintf(name, sizeof name, "hier 2x2 abort: %s", kname[c.abort_kind]);
+        failed |= run(name, 4, abort_rank, &c);
+    }
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "push", .algo = "shm_push"};
+    failed |= run("hier 2x2 push", 4, matrix_rank, &c);
+    c = (struct cfg){.table = two3, .expect = "hier", .path = "read", .algo = "shm_read"};
+    failed |= run("hier 2x3 read", 6, matrix_rank, &c);
+    c = (struct cfg){.table = two2, .expect = "hier", .path = "copy", .algo = "shm_copy"};
+    failed |= run("hier 2x2 copy", 4, matrix_rank, &c);
     setenv("LOOM_ALGO", "allreduce=ring", 1);
     c = (struct cfg){.table = two2, .expect = NULL};
     failed |= run("LOOM_ALGO=allreduce=ring", 4, matrix_rank, &c);
