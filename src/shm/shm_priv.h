@@ -26,8 +26,12 @@
 /* Small messages (ll.c): a cache line carries 56 bytes of data and, stored
  * after them with release order, the 64-bit number of the piece they
  * belong to; the first line of a piece starts with the call's fingerprint
- * (desc, count) instead of 16 data bytes. Lines per rank and parity: */
+ * (desc, count) instead of 16 data bytes. Lines per set: */
 #define LOOM_SHM_LL_LINES 1024u
+/* Line sets per rank, used in turn by successive pieces: a rank runs at
+ * most this many pieces less one ahead of the slowest peer (a power of
+ * two; 512 KiB per rank). */
+#define LOOM_SHM_LL_SETS 8u
 #define LOOM_SHM_LL_DATA 56u /* data bytes in a line                    */
 #define LOOM_SHM_LL_HEAD 16u /* fingerprint bytes in a piece's line 0  */
 /* Data bytes in one piece. */
@@ -35,6 +39,9 @@
 /* Up to this many bytes written per rank, ops take the small-message path
  * by default (docs/shm.md, "small messages", has the measurements). */
 #define LOOM_SHM_LL_MAX (16u << 10)
+
+/* Fingerprints a rank keeps of its latest calls (see fp below). */
+#define LOOM_SHM_FPS (2 * LOOM_SHM_LL_SETS)
 
 struct loom_shm_ll_line {
     _Alignas(LOOM_SHM_LINE) uint64_t data[LOOM_SHM_LL_DATA / 8];
@@ -52,12 +59,13 @@ struct loom_shm_ctrl {
     uint32_t failed;                        /* this rank's op failed      */
     int32_t blame;                          /* comm rank it blames, -1    */
     uint64_t failed_seq;                    /* in which call (0: unknown) */
-    /* the fingerprint of this rank's call #seq, at [seq & 1]: a peer is at
-     * most one call ahead, so the entry for a reader's call stays intact */
+    /* the fingerprint of this rank's call #seq, at [seq % LOOM_SHM_FPS]: a
+     * peer is fewer calls ahead (small calls let it run LOOM_SHM_LL_SETS - 1
+     * pieces ahead), so the entry for a reader's call stays intact */
     struct {
         uint64_t seq, count;
         uint32_t desc, pad;
-    } fp[2];
+    } fp[LOOM_SHM_FPS];
 };
 
 struct loom_shm_hdr {
@@ -73,8 +81,17 @@ struct loom_shm {
     size_t size;
     struct loom_shm_ctrl *ctrl;   /* [n]                                    */
     char *slots;                  /* [n][2][slot_bytes]                     */
-    struct loom_shm_ll_line *ll;  /* [n][2][LOOM_SHM_LL_LINES]              */
+    struct loom_shm_ll_line *ll;  /* [n][LOOM_SHM_LL_SETS][LOOM_SHM_LL_LINES] */
     uint64_t ll_seq;              /* small-message pieces begun (all alike) */
+    /* of each of my last LOOM_SHM_LL_SETS pieces, at [piece % SETS]: my
+     * epoch once written (a peer's too), and the seq of its call */
+    uint32_t ll_ep[LOOM_SHM_LL_SETS];
+    uint64_t ll_call[LOOM_SHM_LL_SETS];
+    uint64_t *ll_ok;              /* [n][SETS]: peer's piece whose line 0 I
+                                     read and checked, at [piece % SETS]    */
+    uint32_t ll_end;              /* my epoch when my last small call ended */
+    uint64_t ll_first;            /* first piece after another path ran     */
+    int ll_dirty;                 /* peers may still be in that path        */
     size_t slot_bytes;
     int n, me;                    /* local group size, my index in it       */
     int *ranks;                   /* comm rank of each local index          */
@@ -107,6 +124,9 @@ struct loom_shm_ctx {
     const struct loom_op *op;
     uint32_t start;               /* epoch when the op began                */
     int stall_warned;             /* LOOM_STALL_WARN said once for this op  */
+    /* when a peer has failed: find and name (loom_shm_differ_call) a
+     * mismatch it may have seen that this rank has not; NULL: none */
+    loom_result_t (*differs)(struct loom_shm_ctx *x);
 };
 
 /* wait.c */
@@ -119,6 +139,10 @@ loom_result_t loom_shm_wait_sleep(struct loom_shm_ctx *x, int j, uint32_t target
 /* Local rank j is in another call (desc, count) than x->op: name both on
  * x->comm, tell the peers, and return LOOM_ERROR_MISMATCH. */
 loom_result_t loom_shm_differ(struct loom_shm_ctx *x, int j, uint32_t desc, uint64_t count);
+/* The same for an earlier call of this rank, #seq (mine_desc, mine_count). */
+loom_result_t loom_shm_differ_call(struct loom_shm_ctx *x, int j, uint32_t mine_desc,
+                                   uint64_t mine_count, uint64_t seq, uint32_t desc,
+                                   uint64_t count);
 /* Wait for every local rank (me included: no-op). */
 loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target);
 /* Copy len bytes between local_buf and remote address addr of local rank
