@@ -25,7 +25,8 @@
  *           run ahead of its peers: back-to-back broadcasts from rotating
  *           roots and mixed kinds and sizes (so the line sets wrap and the
  *           paths alternate) with ranks held back now and then, checked; a
- *           mismatch, a dead peer and an abort while the root is ahead. */
+ *           mismatch, a dead peer, an abort and a rank on another path
+ *           (LOOM_ALGO) while the root is ahead. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -384,7 +385,7 @@ static int abort_rank(int rank, int n, void *arg)
     return fails ? 1 : 0;
 }
 
-enum { AHEAD_MIX, AHEAD_MISMATCH, AHEAD_KILL, AHEAD_ABORT };
+enum { AHEAD_MIX, AHEAD_MISMATCH, AHEAD_KILL, AHEAD_ABORT, AHEAD_PATH };
 
 /* Now and then one rank (a different one each time) stays back 0.2 ms,
  * so that the others run ahead of it. */
@@ -432,7 +433,8 @@ static void ahead_mix(loom_comm_t comm, int rank, int n, const struct cfg *c)
  * rank 1's call #5 has another count: rank 1 names both calls at once, the
  * others within the calls that rank 0 can run ahead. AHEAD_KILL: rank 2
  * dies after call 10; AHEAD_ABORT: rank 0 aborts while it waits for rank
- * 1: every other rank fails naming the culprit, within seconds. */
+ * 1; AHEAD_PATH: rank 1 broadcasts through the slots (c->algo_other): every
+ * other rank fails naming the culprit, within seconds. */
 static int ahead_rank(int rank, int n, void *arg)
 {
     const struct cfg *c = arg;
@@ -454,7 +456,7 @@ static int ahead_rank(int rank, int n, void *arg)
         struct timespec ts = {0, c->ahead == AHEAD_ABORT ? 900000000 : 50000000};
         nanosleep(&ts, NULL);
     }
-    const int culprit = c->ahead == AHEAD_MISMATCH ? 1 : c->ahead == AHEAD_KILL ? 2 : 0;
+    const int culprit = c->ahead == AHEAD_KILL ? 2 : c->ahead == AHEAD_ABORT ? 0 : 1;
     const int calls = 4 * LOOM_SHM_LL_SETS;
     double t0 = 0;
     loom_result_t res = LOOM_SUCCESS;
@@ -472,7 +474,9 @@ static int ahead_rank(int rank, int n, void *arg)
             x[i] = rank == 0 ? (float)(it * 100 + i) : -1.0f;
         uint64_t count = c->ahead == AHEAD_MISMATCH && rank == 1 && it == 5 ? 9 : 8;
         res = loom_broadcast(x, count, LOOM_FLOAT32, 0, comm, NULL);
-        for (int i = 0; res == LOOM_SUCCESS && i < 8; i++)
+        /* on another path, rank 1 reads slots that nobody wrote */
+        for (int i = 0; res == LOOM_SUCCESS && i < 8 && (c->ahead != AHEAD_PATH || rank != 1);
+             i++)
             if (x[i] != (float)(it * 100 + i)) {
                 FAIL("broadcast %d: x[%d] = %g", it, i, (double)x[i]);
                 break;
@@ -500,6 +504,8 @@ static int ahead_rank(int rank, int n, void *arg)
             FAIL("aborted, but %s: %s", loom_result_string(res), msg);
     } else if (!strstr(msg, who)) {
         FAIL("call %d: %s: %s (want %s named)", it - 1, loom_result_string(res), msg, who);
+    } else if (c->ahead == AHEAD_PATH && rank != 1 && it - 1 > (int)LOOM_SHM_LL_SETS) {
+        FAIL("another path was found only in call %d", it - 1);
     } else if (c->ahead == AHEAD_KILL && harness_now() - t0 > 5.0) {
         FAIL("the error took %.1f s", harness_now() - t0);
     }
@@ -673,11 +679,15 @@ int main(void)
     c = (struct cfg){.table = single};
     failed |= run("LOOM_SHM=0", 4, off_rank, &c);
     unsetenv("LOOM_SHM");
-    static const char *const anames[] = {"mixed kinds", "mismatch", "a peer dies",
-                                         "abort"};
-    for (int a = 0; a < 4; a++) {
+    static const char *const anames[] = {"mixed kinds", "mismatch", "a peer dies", "abort",
+                                         "another path"};
+    for (int a = 0; a < 5; a++) {
         char name[96];
         c = (struct cfg){.table = single, .ahead = a};
+        if (a == AHEAD_PATH) {
+            c.algo_rank = 1;
+            c.algo_other = "broadcast=shm_copy";
+        }
         snprintf(name, sizeof name, "ahead: %s", anames[a]);
         if (a != AHEAD_KILL) {
             failed |= run(name, 4, ahead_rank, &c);
