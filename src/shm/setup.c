@@ -365,7 +365,8 @@ loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
     s->ranks = calloc((size_t)comm->nranks, sizeof *s->ranks);
     s->pids = calloc((size_t)comm->nranks, sizeof *s->pids);
     s->ll_ok = calloc((size_t)comm->nranks * LOOM_SHM_LL_SETS, sizeof *s->ll_ok);
-    if (!s->ranks || !s->pids || !s->ll_ok || posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||
+    if (!s->ranks || !s->pids || !s->ll_ok ||
+        posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||
         posix_memalign((void **)&s->out, 64, LOOM_SHM_CHUNK)) {
         shm_free(s);
         return LOOM_ERROR_NO_MEMORY;
