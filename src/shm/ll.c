@@ -11,14 +11,15 @@
  * fingerprint, also when it has no data) but waits only for the lines it
  * reads: a broadcast's non-root for the root's, the root for nobody's.
  *
- * Before a rank writes piece q over piece q - SETS, it makes sure every
- * peer has begun piece q - SETS + 1 (line 0 written), hence finished q -
- * SETS, and compares the fingerprint there with its own of that piece,
- * unless it read that peer's piece already. Of two ranks that read nothing
- * of each other's piece, the one that gets there second still finds the
- * other's line 0 in place, so a mismatch is always named, by at least one
- * rank, at most SETS - 1 pieces late. A rank is thus at most SETS - 1
- * pieces ahead of the slowest.
+ * Before each piece a rank looks, in order, at the line 0 of every peer's
+ * pieces that it did not read, as soon as each is there, and compares the
+ * fingerprint with its own of that piece. It waits only when it would
+ * overwrite piece q - SETS: not before every peer has begun piece q - SETS
+ * + 1 (so finished q - SETS). Of two ranks that read nothing of each
+ * other's piece, the one that gets there second still finds the other's
+ * line 0 in place, so a mismatch is always named, by at least one rank,
+ * usually at its next call and at most SETS - 1 pieces late. A rank is
+ * thus at most SETS - 1 pieces ahead of the slowest.
  *
  * Each piece is also a phase: the writer bumps its epoch after its lines,
  * so a reader that has spun LOOM_SPIN_US sleeps on that counter, with
@@ -186,20 +187,45 @@ static loom_result_t head(struct loom_shm_ctx *x, int j, uint64_t q)
     return res;
 }
 
-/* Wait until peer j has begun piece p (so finished p - 1), and check its
- * fingerprint there unless it has gone past p (then it checked mine). */
-static loom_result_t ready(struct loom_shm_ctx *x, int j, uint64_t p)
+/* Whether peer j has begun piece p (so finished p - 1), waiting for it
+ * where wait; where its line 0 still holds p, its fingerprint must be mine
+ * of p (where it has gone past p, it checked mine). */
+static loom_result_t ready(struct loom_shm_ctx *x, int j, uint64_t p, int wait, int *done)
 {
     struct loom_shm *s = x->s;
-    if (s->ll_ok[(size_t)j * SETS + p % SETS] == p)
+    const struct loom_shm_ll_line *l = lines_of(s, j, p);
+    uint64_t f = __atomic_load_n(&l->flag, __ATOMIC_ACQUIRE);
+    *done = s->ll_ok[(size_t)j * SETS + p % SETS] == p || there(f, p, 1);
+    if (!*done && !wait)
         return LOOM_SUCCESS;
-    uint64_t f;
-    loom_result_t res = wait_line(x, j, lines_of(s, j, p), p, 1, &f);
+    loom_result_t res = *done ? LOOM_SUCCESS : wait_line(x, j, l, p, 1, &f);
+    *done = res == LOOM_SUCCESS;
     uint32_t desc;
     uint64_t count;
-    if (res < 0 || f != p || !fingerprint(s, j, p, &desc, &count))
+    if (res < 0 || s->ll_ok[(size_t)j * SETS + p % SETS] == p || f != p ||
+        !fingerprint(s, j, p, &desc, &count))
         return res;
     return same(x, j, p, desc, count);
+}
+
+/* Before this rank writes piece q: every peer's pieces before q that it
+ * has not read, checked in order as soon as each is there; the one the
+ * set of q last held (q - SETS) is left behind once the peer has begun
+ * q - SETS + 1, which this waits for. */
+static loom_result_t catch_up(struct loom_shm_ctx *x, uint64_t q)
+{
+    struct loom_shm *s = x->s;
+    for (int i = 1; i < s->n; i++) {
+        int j = (s->me + i) % s->n, done = 1;
+        uint64_t *chk = &s->ll_chk[j];
+        while (done && *chk + 1 < q) {
+            loom_result_t res = ready(x, j, *chk + 1, *chk + SETS <= q, &done);
+            if (res < 0)
+                return res;
+            *chk += (uint64_t)done;
+        }
+    }
+    return LOOM_SUCCESS;
 }
 
 /* Copy bytes [off, off + len) of local rank j's piece q to dst, each line
@@ -268,10 +294,7 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint64_t off, uin
     int root = op->kind == LOOM_OP_BROADCAST || op->kind == LOOM_OP_REDUCE
                    ? loom_shm_local_of(s, op->root)
                    : -1;
-    loom_result_t res = LOOM_SUCCESS;
-    /* set q % SETS is free once every peer has begun q - SETS + 1 */
-    for (int i = 1; q >= SETS && res == LOOM_SUCCESS && i < s->n; i++)
-        res = ready(x, (s->me + i) % s->n, q - SETS + 1);
+    loom_result_t res = catch_up(x, q);
     if (res < 0)
         return res;
     switch (op->kind) {
@@ -332,10 +355,11 @@ loom_result_t loom_shm_ll_run(struct loom_shm_ctx *x)
             return res;
         off += cnt;
     } while (off < op->count);
-    /* the first call of a run: every peer has left the path before (the
-     * pieces' own checks have made sure once SETS - 1 more are written) */
-    for (int i = 1; s->ll_dirty && s->ll_seq < s->ll_first + SETS - 1 && i < s->n; i++) {
-        loom_result_t res = ready(x, (s->me + i) % s->n, s->ll_first);
+    /* the first call of a run: every peer has left the path before */
+    for (int i = 1; s->ll_dirty && i < s->n; i++) {
+        int j = (s->me + i) % s->n, done;
+        loom_result_t res =
+            s->ll_chk[j] >= s->ll_first ? LOOM_SUCCESS : ready(x, j, s->ll_first, 1, &done);
         if (res < 0)
             return res;
     }

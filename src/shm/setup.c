@@ -54,6 +54,7 @@ static void shm_free(struct loom_shm *s)
     free(s->tmp);
     free(s->out);
     free(s->ll_ok);
+    free(s->ll_chk);
     free(s);
 }
 
@@ -365,7 +366,8 @@ loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
     s->ranks = calloc((size_t)comm->nranks, sizeof *s->ranks);
     s->pids = calloc((size_t)comm->nranks, sizeof *s->pids);
     s->ll_ok = calloc((size_t)comm->nranks * LOOM_SHM_LL_SETS, sizeof *s->ll_ok);
-    if (!s->ranks || !s->pids || !s->ll_ok ||
+    s->ll_chk = calloc((size_t)comm->nranks, sizeof *s->ll_chk);
+    if (!s->ranks || !s->pids || !s->ll_ok || !s->ll_chk ||
         posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||
         posix_memalign((void **)&s->out, 64, LOOM_SHM_CHUNK)) {
         shm_free(s);

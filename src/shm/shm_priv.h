@@ -27,11 +27,12 @@
  * after them with release order, the 64-bit number of the piece they
  * belong to; the first line of a piece starts with the call's fingerprint
  * (desc, count) instead of 16 data bytes. Lines per set: */
-#define LOOM_SHM_LL_LINES 1024u
+#define LOOM_SHM_LL_LINES 512u
 /* Line sets per rank, used in turn by successive pieces: a rank runs at
  * most this many pieces less one ahead of the slowest peer (a power of
- * two; 512 KiB per rank). */
-#define LOOM_SHM_LL_SETS 8u
+ * two; 1 MiB per rank). Deep, because where ranks outnumber cores a root
+ * runs ahead for as long as its peers are off the CPU (docs/shm.md). */
+#define LOOM_SHM_LL_SETS 32u
 #define LOOM_SHM_LL_DATA 56u /* data bytes in a line                    */
 #define LOOM_SHM_LL_HEAD 16u /* fingerprint bytes in a piece's line 0  */
 /* Data bytes in one piece. */
@@ -89,6 +90,7 @@ struct loom_shm {
     uint64_t ll_call[LOOM_SHM_LL_SETS];
     uint64_t *ll_ok;              /* [n][SETS]: peer's piece whose line 0 I
                                      read and checked, at [piece % SETS]    */
+    uint64_t *ll_chk;             /* [n]: peer's pieces up to this checked  */
     uint32_t ll_end;              /* my epoch when my last small call ended */
     uint64_t ll_first;            /* first piece after another path ran     */
     int ll_dirty;                 /* peers may still be in that path        */

@@ -404,11 +404,16 @@ static void hold_back(int rank, int n, uint64_t i)
  * small broadcasts between reduce_scatters on the two-copy path. */
 static void ahead_mix(loom_comm_t comm, int rank, int n, const struct cfg *c)
 {
+    enum { RUN = 2 * LOOM_SHM_LL_SETS + 10 }; /* broadcasts from one root */
     uint64_t seed = 0;
-    for (uint64_t i = 0; i < 200 && !fails; i++) {
+    for (uint64_t i = 0; i < 4 * RUN + 100 && !fails; i++) {
         hold_back(rank, n, i);
         /* one() takes seed % n for the root */
-        uint64_t root = i < 100 ? i / 25 % (uint64_t)n : i % (uint64_t)n;
+        uint64_t root = i < 4 * RUN ? i / RUN % (uint64_t)n : i % (uint64_t)n;
+        if (i < 4 * RUN && i % RUN == 0 && rank == (int)(root + 1) % n) {
+            struct timespec ts = {0, 2000000}; /* the root fills its lines */
+            nanosleep(&ts, NULL);
+        }
         seed += (root + (uint64_t)n - seed % (uint64_t)n) % (uint64_t)n;
         one(comm, rank, n, K_BROADCAST, LOOM_FLOAT32, LOOM_SUM, 1 + i % 3 * 50, 0, seed++);
     }
