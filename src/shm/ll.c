@@ -6,20 +6,23 @@
  * up (NCCL's LL protocols do the same with 8- and 128-byte lines).
  *
  * A call goes in pieces of up to LOOM_SHM_LL_CAP bytes per rank, numbered
- * alike on every rank; piece q goes into line set q % LOOM_SHM_LL_SETS of
- * its writer. Every rank writes line 0 of every piece (the call's
- * fingerprint, also when it has no data) but waits only for the lines it
- * reads: a broadcast's non-root for the root's, the root for nobody's.
+ * alike on every rank; each piece takes the next of its writer's line
+ * sets in turn, among those of its size class (small calls many, calls
+ * over LOOM_SHM_LL_BIG bytes a few, so that a stream of them stays in
+ * cache), the same set on every rank. Every rank writes line 0 of every
+ * piece (the call's fingerprint, also when it has no data) but waits only
+ * for the lines it reads: a broadcast's non-root for the root's, the root
+ * for nobody's.
  *
  * Before each piece a rank looks, in order, at the line 0 of every peer's
  * pieces that it did not read, as soon as each is there, and compares the
  * fingerprint with its own of that piece. It waits only when it would
- * overwrite piece q - SETS: not before every peer has begun piece q - SETS
- * + 1 (so finished q - SETS). Of two ranks that read nothing of each
- * other's piece, the one that gets there second still finds the other's
- * line 0 in place, so a mismatch is always named, by at least one rank,
- * usually at its next call and at most SETS - 1 pieces late. A rank is
- * thus at most SETS - 1 pieces ahead of the slowest.
+ * overwrite a set: not before every peer has begun the piece after the one
+ * the set held (so finished that one). Of two ranks that read nothing of
+ * each other's piece, the one that gets there second still finds the
+ * other's line 0 in place, so a mismatch is always named, by at least one
+ * rank, usually at its next call and at most SETS pieces late. A rank is
+ * thus at most SETS pieces ahead of the slowest.
  *
  * Each piece is also a phase: the writer bumps its epoch after its lines,
  * so a reader that has spun LOOM_SPIN_US sleeps on that counter, with
@@ -38,12 +41,27 @@
 #include "util.h"
 
 #define SETS LOOM_SHM_LL_SETS
+#define REC LOOM_SHM_LL_RECORD
 /* In a line 0's flag while its writer rewrites it for a later piece. */
 #define BUSY (1ull << 63)
 
 static inline struct loom_shm_ll_line *lines_of(struct loom_shm *s, int j, uint64_t q)
 {
-    return s->ll + ((size_t)j * SETS + q % SETS) * LOOM_SHM_LL_LINES;
+    return s->ll + ((size_t)j * SETS + s->ll_rec[q % REC].set) * LOOM_SHM_LL_LINES;
+}
+
+/* The set of piece q of a call that writes bytes per rank, in turn among
+ * the sets of its size class; returns the piece the set held last (0:
+ * none). */
+static uint64_t place(struct loom_shm *s, uint64_t q, size_t bytes)
+{
+    int big = bytes > LOOM_SHM_LL_BIG;
+    uint32_t set = big ? SETS - LOOM_SHM_LL_BIG_SETS + s->ll_turn[1]++ % LOOM_SHM_LL_BIG_SETS
+                       : s->ll_turn[0]++ % (SETS - LOOM_SHM_LL_BIG_SETS);
+    uint64_t last = s->ll_last[set];
+    s->ll_last[set] = q;
+    s->ll_rec[q % REC].set = set;
+    return last;
 }
 
 size_t loom_shm_ll_bytes(const struct loom_shm *s, const struct loom_op *op)
@@ -78,8 +96,8 @@ static void put(struct loom_shm_ctx *x, uint64_t q, const char *src, size_t len)
         b += k;
     }
     loom_shm_bump(s);
-    s->ll_ep[q % SETS] = s->epoch;
-    s->ll_call[q % SETS] = x->op->seq;
+    s->ll_rec[q % REC].ep = s->epoch;
+    s->ll_rec[q % REC].call = x->op->seq;
 }
 
 /* Whether flag f says piece p is there (later: or a later one, or being
@@ -93,7 +111,7 @@ static inline int there(uint64_t f, uint64_t p, int later)
 static void call_of(struct loom_shm_ctx *x, uint64_t p, char *buf, size_t len)
 {
     const struct loom_shm_ll_line *l = lines_of(x->s, x->s->me, p);
-    loom_op_format((uint32_t)l->data[0], l->data[1], x->s->ll_call[p % SETS], buf, len);
+    loom_op_format((uint32_t)l->data[0], l->data[1], x->s->ll_rec[p % REC].call, buf, len);
 }
 
 /* Peer j's line 0 of piece p, where it still holds p: 1 and its
@@ -117,7 +135,7 @@ static loom_result_t same(struct loom_shm_ctx *x, int j, uint64_t p, uint32_t de
     if (desc == (uint32_t)m->data[0] && count == m->data[1])
         return LOOM_SUCCESS;
     return loom_shm_differ_call(x, j, (uint32_t)m->data[0], m->data[1],
-                                x->s->ll_call[p % SETS], desc, count);
+                                x->s->ll_rec[p % REC].call, desc, count);
 }
 
 /* A peer failed while this rank waited (x->differs): where one of the
@@ -126,13 +144,14 @@ static loom_result_t same(struct loom_shm_ctx *x, int j, uint64_t p, uint32_t de
 static loom_result_t differs(struct loom_shm_ctx *x)
 {
     struct loom_shm *s = x->s;
-    uint64_t p = s->ll_seq > SETS ? s->ll_seq - SETS + 1 : 1;
+    uint64_t p = s->ll_seq > REC / 2 ? s->ll_seq - REC / 2 + 1 : 1;
     for (; p <= s->ll_seq; p++)
         for (int j = 0; j < s->n; j++) {
             uint32_t desc;
             uint64_t count;
-            if (j != s->me && fingerprint(s, j, p, &desc, &count) &&
-                same(x, j, p, desc, count) < 0)
+            /* pieces whose set this rank has since written over are past */
+            if (j != s->me && lines_of(s, s->me, p)->flag == p &&
+                fingerprint(s, j, p, &desc, &count) && same(x, j, p, desc, count) < 0)
                 return LOOM_ERROR_MISMATCH;
         }
     return LOOM_SUCCESS;
@@ -151,7 +170,7 @@ static loom_result_t wait_line(struct loom_shm_ctx *x, int j, const struct loom_
         if (there(*f = __atomic_load_n(&l->flag, __ATOMIC_ACQUIRE), p, later))
             return LOOM_SUCCESS;
     /* the peer bumps its epoch once its lines of the piece are written */
-    loom_result_t res = loom_shm_wait_sleep(x, j, x->s->ll_ep[p % SETS]);
+    loom_result_t res = loom_shm_wait_sleep(x, j, x->s->ll_rec[p % REC].ep);
     if (res < 0)
         return res;
     if (there(*f = __atomic_load_n(&l->flag, __ATOMIC_ACQUIRE), p, later))
@@ -173,7 +192,7 @@ static loom_result_t wait_line(struct loom_shm_ctx *x, int j, const struct loom_
 static loom_result_t head(struct loom_shm_ctx *x, int j, uint64_t q)
 {
     struct loom_shm *s = x->s;
-    uint64_t *ok = &s->ll_ok[(size_t)j * SETS + q % SETS], f;
+    uint64_t *ok = &s->ll_ok[(size_t)j * REC + q % REC], f;
     if (*ok == q)
         return LOOM_SUCCESS;
     const struct loom_shm_ll_line *l = lines_of(s, j, q);
@@ -195,31 +214,31 @@ static loom_result_t ready(struct loom_shm_ctx *x, int j, uint64_t p, int wait, 
     struct loom_shm *s = x->s;
     const struct loom_shm_ll_line *l = lines_of(s, j, p);
     uint64_t f = __atomic_load_n(&l->flag, __ATOMIC_ACQUIRE);
-    *done = s->ll_ok[(size_t)j * SETS + p % SETS] == p || there(f, p, 1);
+    *done = s->ll_ok[(size_t)j * REC + p % REC] == p || there(f, p, 1);
     if (!*done && !wait)
         return LOOM_SUCCESS;
     loom_result_t res = *done ? LOOM_SUCCESS : wait_line(x, j, l, p, 1, &f);
     *done = res == LOOM_SUCCESS;
     uint32_t desc;
     uint64_t count;
-    if (res < 0 || s->ll_ok[(size_t)j * SETS + p % SETS] == p || f != p ||
+    if (res < 0 || s->ll_ok[(size_t)j * REC + p % REC] == p || f != p ||
         !fingerprint(s, j, p, &desc, &count))
         return res;
     return same(x, j, p, desc, count);
 }
 
-/* Before this rank writes piece q: every peer's pieces before q that it
- * has not read, checked in order as soon as each is there; the one the
- * set of q last held (q - SETS) is left behind once the peer has begun
- * q - SETS + 1, which this waits for. */
-static loom_result_t catch_up(struct loom_shm_ctx *x, uint64_t q)
+/* Before this rank writes piece q over piece last (0: none): every peer's
+ * pieces before q that it has not read, checked in order as soon as each
+ * is there; last is left behind once the peer has begun last + 1, which
+ * this waits for. */
+static loom_result_t catch_up(struct loom_shm_ctx *x, uint64_t q, uint64_t last)
 {
     struct loom_shm *s = x->s;
     for (int i = 1; i < s->n; i++) {
         int j = (s->me + i) % s->n, done = 1;
         uint64_t *chk = &s->ll_chk[j];
         while (done && *chk + 1 < q) {
-            loom_result_t res = ready(x, j, *chk + 1, *chk + SETS <= q, &done);
+            loom_result_t res = ready(x, j, *chk + 1, last && *chk <= last, &done);
             if (res < 0)
                 return res;
             *chk += (uint64_t)done;
@@ -294,7 +313,7 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint64_t off, uin
     int root = op->kind == LOOM_OP_BROADCAST || op->kind == LOOM_OP_REDUCE
                    ? loom_shm_local_of(s, op->root)
                    : -1;
-    loom_result_t res = catch_up(x, q);
+    loom_result_t res = catch_up(x, q, place(s, q, loom_shm_ll_bytes(s, op)));
     if (res < 0)
         return res;
     switch (op->kind) {

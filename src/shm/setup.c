@@ -365,7 +365,7 @@ loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
         return LOOM_ERROR_NO_MEMORY;
     s->ranks = calloc((size_t)comm->nranks, sizeof *s->ranks);
     s->pids = calloc((size_t)comm->nranks, sizeof *s->pids);
-    s->ll_ok = calloc((size_t)comm->nranks * LOOM_SHM_LL_SETS, sizeof *s->ll_ok);
+    s->ll_ok = calloc((size_t)comm->nranks * LOOM_SHM_LL_RECORD, sizeof *s->ll_ok);
     s->ll_chk = calloc((size_t)comm->nranks, sizeof *s->ll_chk);
     if (!s->ranks || !s->pids || !s->ll_ok || !s->ll_chk ||
         posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||

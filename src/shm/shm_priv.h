@@ -28,11 +28,17 @@
  * belong to; the first line of a piece starts with the call's fingerprint
  * (desc, count) instead of 16 data bytes. Lines per set: */
 #define LOOM_SHM_LL_LINES 512u
-/* Line sets per rank, used in turn by successive pieces: a rank runs at
- * most this many pieces less one ahead of the slowest peer (a power of
- * two; 1 MiB per rank). Deep, because where ranks outnumber cores a root
- * runs ahead for as long as its peers are off the CPU (docs/shm.md). */
+/* Line sets per rank (1 MiB in all), taken in turn by successive pieces:
+ * many, because where ranks outnumber cores a root runs ahead for as long
+ * as its peers are off the CPU; calls over LOOM_SHM_LL_BIG bytes per rank
+ * take turns on the last LOOM_SHM_LL_BIG_SETS only, so that a stream of
+ * them stays in cache (docs/shm.md has the measurements). */
 #define LOOM_SHM_LL_SETS 32u
+#define LOOM_SHM_LL_BIG_SETS 4u
+#define LOOM_SHM_LL_BIG (2u << 10)
+/* Pieces whose set, epoch and call a rank remembers (a power of two over
+ * the most a rank can be ahead of a peer, LOOM_SHM_LL_SETS + 1). */
+#define LOOM_SHM_LL_RECORD 64u
 #define LOOM_SHM_LL_DATA 56u /* data bytes in a line                    */
 #define LOOM_SHM_LL_HEAD 16u /* fingerprint bytes in a piece's line 0  */
 /* Data bytes in one piece. */
@@ -61,8 +67,9 @@ struct loom_shm_ctrl {
     int32_t blame;                          /* comm rank it blames, -1    */
     uint64_t failed_seq;                    /* in which call (0: unknown) */
     /* the fingerprint of this rank's call #seq, at [seq % LOOM_SHM_FPS]: a
-     * peer is fewer calls ahead (small calls let it run LOOM_SHM_LL_SETS - 1
-     * pieces ahead), so the entry for a reader's call stays intact */
+     * peer is fewer calls ahead (small calls let it run up to
+     * LOOM_SHM_LL_SETS pieces ahead), so the entry for a reader's call
+     * stays intact */
     struct {
         uint64_t seq, count;
         uint32_t desc, pad;
@@ -84,12 +91,17 @@ struct loom_shm {
     char *slots;                  /* [n][2][slot_bytes]                     */
     struct loom_shm_ll_line *ll;  /* [n][LOOM_SHM_LL_SETS][LOOM_SHM_LL_LINES] */
     uint64_t ll_seq;              /* small-message pieces begun (all alike) */
-    /* of each of my last LOOM_SHM_LL_SETS pieces, at [piece % SETS]: my
-     * epoch once written (a peer's too), and the seq of its call */
-    uint32_t ll_ep[LOOM_SHM_LL_SETS];
-    uint64_t ll_call[LOOM_SHM_LL_SETS];
-    uint64_t *ll_ok;              /* [n][SETS]: peer's piece whose line 0 I
-                                     read and checked, at [piece % SETS]    */
+    /* of each of my last LOOM_SHM_LL_RECORD pieces, at [piece % RECORD]:
+     * its set (every rank's alike), my epoch once written (a peer's too)
+     * and the seq of its call */
+    struct {
+        uint32_t set, ep;
+        uint64_t call;
+    } ll_rec[LOOM_SHM_LL_RECORD];
+    uint64_t ll_last[LOOM_SHM_LL_SETS]; /* the last piece in each set      */
+    uint32_t ll_turn[2];          /* pieces placed: small calls, big ones   */
+    uint64_t *ll_ok;              /* [n][RECORD]: peer's piece whose line 0
+                                     I read and checked, [piece % RECORD]   */
     uint64_t *ll_chk;             /* [n]: peer's pieces up to this checked  */
     uint32_t ll_end;              /* my epoch when my last small call ended */
     uint64_t ll_first;            /* first piece after another path ran     */
