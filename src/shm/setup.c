@@ -53,6 +53,8 @@ static void shm_free(struct loom_shm *s)
     free(s->pids);
     free(s->tmp);
     free(s->out);
+    free(s->ll_ok);
+    free(s->ll_chk);
     free(s);
 }
 
@@ -61,7 +63,7 @@ static size_t seg_size(int n)
     size_t ctrl = (sizeof(struct loom_shm_hdr) + LOOM_SHM_LINE - 1) / LOOM_SHM_LINE *
                   LOOM_SHM_LINE;
     return ctrl + (size_t)n * sizeof(struct loom_shm_ctrl) + (size_t)n * 2 * LOOM_SHM_SLOT +
-           (size_t)n * 2 * LOOM_SHM_LL_LINES * sizeof(struct loom_shm_ll_line);
+           (size_t)n * LOOM_SHM_LL_SETS * LOOM_SHM_LL_LINES * sizeof(struct loom_shm_ll_line);
 }
 
 static int seg_map(struct loom_shm *s, int fd, int init)
@@ -363,7 +365,10 @@ loom_result_t loom_shm_setup(struct loom_comm *comm, loom_shm_agree_fn agree)
         return LOOM_ERROR_NO_MEMORY;
     s->ranks = calloc((size_t)comm->nranks, sizeof *s->ranks);
     s->pids = calloc((size_t)comm->nranks, sizeof *s->pids);
-    if (!s->ranks || !s->pids || posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||
+    s->ll_ok = calloc((size_t)comm->nranks * LOOM_SHM_LL_RECORD, sizeof *s->ll_ok);
+    s->ll_chk = calloc((size_t)comm->nranks, sizeof *s->ll_chk);
+    if (!s->ranks || !s->pids || !s->ll_ok || !s->ll_chk ||
+        posix_memalign((void **)&s->tmp, 64, LOOM_SHM_CHUNK) ||
         posix_memalign((void **)&s->out, 64, LOOM_SHM_CHUNK)) {
         shm_free(s);
         return LOOM_ERROR_NO_MEMORY;

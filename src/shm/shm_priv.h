@@ -26,8 +26,19 @@
 /* Small messages (ll.c): a cache line carries 56 bytes of data and, stored
  * after them with release order, the 64-bit number of the piece they
  * belong to; the first line of a piece starts with the call's fingerprint
- * (desc, count) instead of 16 data bytes. Lines per rank and parity: */
-#define LOOM_SHM_LL_LINES 1024u
+ * (desc, count) instead of 16 data bytes. Lines per set: */
+#define LOOM_SHM_LL_LINES 512u
+/* Line sets per rank (1 MiB in all), taken in turn by successive pieces:
+ * many, because where ranks outnumber cores a root runs ahead for as long
+ * as its peers are off the CPU; calls over LOOM_SHM_LL_BIG bytes per rank
+ * take turns on the last LOOM_SHM_LL_BIG_SETS only, so that a stream of
+ * them stays in cache (docs/shm.md has the measurements). */
+#define LOOM_SHM_LL_SETS 32u
+#define LOOM_SHM_LL_BIG_SETS 4u
+#define LOOM_SHM_LL_BIG (2u << 10)
+/* Pieces whose set, epoch and call a rank remembers (a power of two over
+ * the most a rank can be ahead of a peer, LOOM_SHM_LL_SETS + 1). */
+#define LOOM_SHM_LL_RECORD 64u
 #define LOOM_SHM_LL_DATA 56u /* data bytes in a line                    */
 #define LOOM_SHM_LL_HEAD 16u /* fingerprint bytes in a piece's line 0  */
 /* Data bytes in one piece. */
@@ -35,6 +46,9 @@
 /* Up to this many bytes written per rank, ops take the small-message path
  * by default (docs/shm.md, "small messages", has the measurements). */
 #define LOOM_SHM_LL_MAX (16u << 10)
+
+/* Fingerprints a rank keeps of its latest calls (see fp below). */
+#define LOOM_SHM_FPS (2 * LOOM_SHM_LL_SETS)
 
 struct loom_shm_ll_line {
     _Alignas(LOOM_SHM_LINE) uint64_t data[LOOM_SHM_LL_DATA / 8];
@@ -52,12 +66,14 @@ struct loom_shm_ctrl {
     uint32_t failed;                        /* this rank's op failed      */
     int32_t blame;                          /* comm rank it blames, -1    */
     uint64_t failed_seq;                    /* in which call (0: unknown) */
-    /* the fingerprint of this rank's call #seq, at [seq & 1]: a peer is at
-     * most one call ahead, so the entry for a reader's call stays intact */
+    /* the fingerprint of this rank's call #seq, at [seq % LOOM_SHM_FPS]: a
+     * peer is fewer calls ahead (small calls let it run up to
+     * LOOM_SHM_LL_SETS pieces ahead), so the entry for a reader's call
+     * stays intact */
     struct {
         uint64_t seq, count;
         uint32_t desc, pad;
-    } fp[2];
+    } fp[LOOM_SHM_FPS];
 };
 
 struct loom_shm_hdr {
@@ -73,8 +89,23 @@ struct loom_shm {
     size_t size;
     struct loom_shm_ctrl *ctrl;   /* [n]                                    */
     char *slots;                  /* [n][2][slot_bytes]                     */
-    struct loom_shm_ll_line *ll;  /* [n][2][LOOM_SHM_LL_LINES]              */
+    struct loom_shm_ll_line *ll;  /* [n][LOOM_SHM_LL_SETS][LOOM_SHM_LL_LINES] */
     uint64_t ll_seq;              /* small-message pieces begun (all alike) */
+    /* of each of my last LOOM_SHM_LL_RECORD pieces, at [piece % RECORD]:
+     * its set (every rank's alike), my epoch once written (a peer's too)
+     * and the seq of its call */
+    struct {
+        uint32_t set, ep;
+        uint64_t call;
+    } ll_rec[LOOM_SHM_LL_RECORD];
+    uint64_t ll_last[LOOM_SHM_LL_SETS]; /* the last piece in each set      */
+    uint32_t ll_turn[2];          /* pieces placed: small calls, big ones   */
+    uint64_t *ll_ok;              /* [n][RECORD]: peer's piece whose line 0
+                                     I read and checked, [piece % RECORD]   */
+    uint64_t *ll_chk;             /* [n]: peer's pieces up to this checked  */
+    uint32_t ll_end;              /* my epoch when my last small call ended */
+    uint64_t ll_first;            /* first piece after another path ran     */
+    int ll_dirty;                 /* peers may still be in that path        */
     size_t slot_bytes;
     int n, me;                    /* local group size, my index in it       */
     int *ranks;                   /* comm rank of each local index          */
@@ -107,6 +138,9 @@ struct loom_shm_ctx {
     const struct loom_op *op;
     uint32_t start;               /* epoch when the op began                */
     int stall_warned;             /* LOOM_STALL_WARN said once for this op  */
+    /* when a peer has failed: find and name (loom_shm_differ_call) a
+     * mismatch it may have seen that this rank has not; NULL: none */
+    loom_result_t (*differs)(struct loom_shm_ctx *x);
 };
 
 /* wait.c */
@@ -119,6 +153,10 @@ loom_result_t loom_shm_wait_sleep(struct loom_shm_ctx *x, int j, uint32_t target
 /* Local rank j is in another call (desc, count) than x->op: name both on
  * x->comm, tell the peers, and return LOOM_ERROR_MISMATCH. */
 loom_result_t loom_shm_differ(struct loom_shm_ctx *x, int j, uint32_t desc, uint64_t count);
+/* The same for an earlier call of this rank, #seq (mine_desc, mine_count). */
+loom_result_t loom_shm_differ_call(struct loom_shm_ctx *x, int j, uint32_t mine_desc,
+                                   uint64_t mine_count, uint64_t seq, uint32_t desc,
+                                   uint64_t count);
 /* Wait for every local rank (me included: no-op). */
 loom_result_t loom_shm_wait_all(struct loom_shm_ctx *x, uint32_t target);
 /* Copy len bytes between local_buf and remote address addr of local rank

@@ -109,7 +109,7 @@ void loom_shm_mark_failed(struct loom_shm_ctx *x, int blame)
 void loom_shm_publish_call(struct loom_shm *s, const struct loom_op *op)
 {
     struct loom_shm_ctrl *c = &s->ctrl[s->me];
-    int k = (int)(op->seq & 1);
+    int k = (int)(op->seq % LOOM_SHM_FPS);
     __atomic_store_n(&c->fp[k].seq, 0, __ATOMIC_RELEASE);
     c->fp[k].desc = loom_op_desc(op);
     c->fp[k].count = op->count;
@@ -121,7 +121,7 @@ static loom_result_t check_call(struct loom_shm_ctx *x, int j)
 {
     struct loom_shm *s = x->s;
     const struct loom_op *op = x->op;
-    int k = (int)(op->seq & 1);
+    int k = (int)(op->seq % LOOM_SHM_FPS);
     if (__atomic_load_n(&s->ctrl[j].fp[k].seq, __ATOMIC_ACQUIRE) != op->seq)
         return LOOM_SUCCESS;
     uint32_t desc = s->ctrl[j].fp[k].desc;
@@ -134,11 +134,18 @@ static loom_result_t check_call(struct loom_shm_ctx *x, int j)
 
 loom_result_t loom_shm_differ(struct loom_shm_ctx *x, int j, uint32_t desc, uint64_t count)
 {
+    return loom_shm_differ_call(x, j, loom_op_desc(x->op), x->op->count, x->op->seq, desc,
+                                count);
+}
+
+loom_result_t loom_shm_differ_call(struct loom_shm_ctx *x, int j, uint32_t mine_desc,
+                                   uint64_t mine_count, uint64_t seq, uint32_t desc,
+                                   uint64_t count)
+{
     struct loom_shm *s = x->s;
-    const struct loom_op *op = x->op;
     char mine[160], theirs[160];
-    loom_op_format(loom_op_desc(op), op->count, op->seq, mine, sizeof mine);
-    loom_op_format(desc, count, op->seq, theirs, sizeof theirs);
+    loom_op_format(mine_desc, mine_count, seq, mine, sizeof mine);
+    loom_op_format(desc, count, seq, theirs, sizeof theirs);
     x->comm->blame = s->ranks[j];
     loom_comm_set_error(x->comm, LOOM_ERROR_MISMATCH,
                         "collective calls differ: rank %d called %s; %s called %s",
@@ -165,6 +172,8 @@ static loom_result_t check_peers(struct loom_shm_ctx *x, int j, uint32_t target,
     for (int k = 0; k < s->n; k++)
         if (k != s->me && loom_shm_peer_failed(x, k)) {
             loom_result_t mres = check_call(x, k);
+            if (mres == LOOM_SUCCESS && x->differs)
+                mres = x->differs(x);
             if (mres < 0)
                 return mres;
             int b = __atomic_load_n(&s->ctrl[k].blame, __ATOMIC_RELAXED);

@@ -22,7 +22,13 @@
  *           seconds naming it, and nothing is left in /dev/shm;
  *   late failure: a rank that failed in a later call than the one its
  *           peers are still in (it finished its part of theirs) does not
- *           fail that call; one that failed in the same call does. */
+ *           fail that call; one that failed in the same call does;
+ *   ahead:  small calls let a rank that reads nothing (a broadcast's root)
+ *           run ahead of its peers: back-to-back broadcasts from rotating
+ *           roots and mixed kinds and sizes (so the line sets wrap and the
+ *           paths alternate) with ranks held back now and then, checked; a
+ *           mismatch, a dead peer, an abort and a rank on another path
+ *           (LOOM_ALGO) while the root is ahead. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -61,6 +67,7 @@ struct cfg {
     int hier;            /* a 2-server table: the ranks of the other server
                             (rank >= n / 2) than rank 0's may only hear of
                             a failure from the step between servers      */
+    int ahead;           /* ahead test: AHEAD_* */
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
@@ -393,6 +400,141 @@ static int abort_rank(int rank, int n, void *arg)
     return fails ? 1 : 0;
 }
 
+enum { AHEAD_MIX, AHEAD_MISMATCH, AHEAD_KILL, AHEAD_ABORT, AHEAD_PATH };
+
+/* Now and then one rank (a different one each time) stays back 0.2 ms,
+ * so that the others run ahead of it. */
+static void hold_back(int rank, int n, uint64_t i)
+{
+    uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull;
+    if ((h >> 59) < 5 && (int)((h >> 32) % (uint64_t)n) == rank) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Back to back, checked: runs of broadcasts from one root (which runs
+ * ahead) and from each root in turn; every kind at counts on the small
+ * path, past it and, where c->algo forces the small path, of two pieces;
+ * small broadcasts between reduce_scatters on the two-copy path. */
+static void ahead_mix(loom_comm_t comm, int rank, int n, const struct cfg *c)
+{
+    enum { RUN = 2 * LOOM_SHM_LL_SETS + 10 }; /* broadcasts from one root */
+    uint64_t seed = 0;
+    for (uint64_t i = 0; i < 4 * RUN + 100 && !fails; i++) {
+        hold_back(rank, n, i);
+        /* one() takes seed % n for the root */
+        uint64_t root = i < 4 * RUN ? i / RUN % (uint64_t)n : i % (uint64_t)n;
+        if (i < 4 * RUN && i % RUN == 0 && rank == (int)(root + 1) % n) {
+            struct timespec ts = {0, 2000000}; /* the root fills its lines */
+            nanosleep(&ts, NULL);
+        }
+        seed += (root + (uint64_t)n - seed % (uint64_t)n) % (uint64_t)n;
+        one(comm, rank, n, K_BROADCAST, LOOM_FLOAT32, LOOM_SUM, 1 + i % 3 * 50, 0, seed++);
+    }
+    uint64_t counts[] = {1, 7, 300, 2000, c->algo ? 20000 : 100003};
+    for (uint64_t i = 0; i < 150 && !fails; i++) {
+        hold_back(rank, n, i);
+        int kind = (int)(i % K_NKINDS);
+        uint64_t count = counts[(i / K_NKINDS + i) % 5];
+        one(comm, rank, n, kind, LOOM_FLOAT32, ops[i % 5], count, (int)(i / 7 % 2), seed++);
+    }
+    for (uint64_t i = 0; i < 200 && !fails; i++) {
+        hold_back(rank, n, i);
+        if (i % 2)
+            one(comm, rank, n, K_BROADCAST, LOOM_FLOAT32, LOOM_SUM, 7, 0, seed++);
+        else
+            one(comm, rank, n, K_REDUCE_SCATTER, LOOM_FLOAT32, LOOM_SUM, 2000, 0, seed++);
+    }
+}
+
+/* Broadcasts from rank 0 (count 8, checked) while rank 1 holds back at
+ * first, so rank 0 runs as far ahead as the lines let it. AHEAD_MISMATCH:
+ * rank 1's call #5 has another count: rank 1 names both calls at once, the
+ * others within the calls that rank 0 can run ahead. AHEAD_KILL: rank 2
+ * dies after call 10; AHEAD_ABORT: rank 0 aborts while it waits for rank
+ * 1; AHEAD_PATH: rank 1 broadcasts through the slots (c->algo_other): every
+ * other rank fails naming the culprit, within seconds. */
+static int ahead_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    if (c->ahead == AHEAD_MIX) {
+        ahead_mix(comm, rank, n, c);
+        if (loom_barrier(comm, NULL) != LOOM_SUCCESS)
+            FAIL("barrier: %s", loom_get_error_string(comm));
+        loom_comm_destroy(comm);
+        return fails ? 1 : 0;
+    }
+    pthread_t th;
+    struct aborter ab = {comm};
+    if (c->ahead == AHEAD_ABORT && rank == 0 && pthread_create(&th, NULL, abort_later, &ab))
+        return 1;
+    if (rank == 1) {
+        struct timespec ts = {0, c->ahead == AHEAD_ABORT ? 900000000 : 50000000};
+        nanosleep(&ts, NULL);
+    }
+    const int culprit = c->ahead == AHEAD_KILL ? 2 : c->ahead == AHEAD_ABORT ? 0 : 1;
+    const int calls = 4 * LOOM_SHM_LL_SETS;
+    double t0 = 0;
+    loom_result_t res = LOOM_SUCCESS;
+    int it;
+    for (it = 1; it <= calls && res == LOOM_SUCCESS; it++) {
+        if (c->ahead == AHEAD_KILL && rank == 2 && it == 11) {
+            struct timespec ts = {0, 20000000};
+            nanosleep(&ts, NULL);
+            raise(SIGKILL);
+        }
+        if (c->ahead == AHEAD_KILL && it == 11)
+            t0 = harness_now();
+        float x[9];
+        for (int i = 0; i < 9; i++)
+            x[i] = rank == 0 ? (float)(it * 100 + i) : -1.0f;
+        uint64_t count = c->ahead == AHEAD_MISMATCH && rank == 1 && it == 5 ? 9 : 8;
+        res = loom_broadcast(x, count, LOOM_FLOAT32, 0, comm, NULL);
+        /* on another path, rank 1 reads slots that nobody wrote */
+        for (int i = 0; res == LOOM_SUCCESS && i < 8 && (c->ahead != AHEAD_PATH || rank != 1);
+             i++)
+            if (x[i] != (float)(it * 100 + i)) {
+                FAIL("broadcast %d: x[%d] = %g", it, i, (double)x[i]);
+                break;
+            }
+    }
+    const char *msg = loom_get_error_string(comm);
+    char who[32];
+    snprintf(who, sizeof who, "rank %d ", culprit);
+    if (res == LOOM_SUCCESS) {
+        FAIL("%d broadcasts succeeded", calls);
+    } else if (c->ahead == AHEAD_MISMATCH) {
+        int named = res == LOOM_ERROR_MISMATCH && strstr(msg, "collective calls differ") &&
+                    strstr(msg, "(float32, 8,") && strstr(msg, "(float32, 9,");
+        /* rank 1 reads rank 0's line, rank 0 finds rank 1's within the
+         * pieces it may run ahead */
+        if (rank == 1 && it - 1 != 5)
+            FAIL("the mismatch failed call %d, not 5", it - 1);
+        if (it - 1 > 5 + (int)LOOM_SHM_LL_SETS)
+            FAIL("the mismatch failed only call %d", it - 1);
+        if (!named && (rank <= 1 || res != LOOM_ERROR_REMOTE || !strstr(msg, who)))
+            FAIL("call %d: %s: %s (want both calls named)", it - 1, loom_result_string(res),
+                 msg);
+    } else if (c->ahead == AHEAD_ABORT && rank == 0) {
+        if (res != LOOM_ERROR_ABORTED)
+            FAIL("aborted, but %s: %s", loom_result_string(res), msg);
+    } else if (!strstr(msg, who)) {
+        FAIL("call %d: %s: %s (want %s named)", it - 1, loom_result_string(res), msg, who);
+    } else if (c->ahead == AHEAD_PATH && rank != 1 && it - 1 > (int)LOOM_SHM_LL_SETS) {
+        FAIL("another path was found only in call %d", it - 1);
+    } else if (c->ahead == AHEAD_KILL && harness_now() - t0 > 5.0) {
+        FAIL("the error took %.1f s", harness_now() - t0);
+    }
+    if (c->ahead == AHEAD_ABORT && rank == 0)
+        pthread_join(th, NULL);
+    loom_comm_destroy(comm);
+    return fails ? 1 : 0;
+}
+
 /* More ranks than cores: a few rounds of every collective at sizes on
  * each path, checked; the harness's limit bounds the time. */
 static int crowd_rank(int rank, int n, void *arg)
@@ -577,6 +719,33 @@ int main(void)
     c = (struct cfg){.table = single};
     failed |= run("LOOM_SHM=0", 4, off_rank, &c);
     unsetenv("LOOM_SHM");
+    static const char *const anames[] = {"mixed kinds", "mismatch", "a peer dies", "abort",
+                                         "another path"};
+    for (int a = 0; a < 5; a++) {
+        char name[96];
+        c = (struct cfg){.table = single, .ahead = a};
+        if (a == AHEAD_PATH) {
+            c.algo_rank = 1;
+            c.algo_other = "broadcast=shm_copy";
+        }
+        snprintf(name, sizeof name, "ahead: %s", anames[a]);
+        if (a != AHEAD_KILL) {
+            failed |= run(name, 4, ahead_rank, &c);
+        } else if (!skipped(name)) {
+            int st[4];
+            set_port();
+            harness_run(4, ahead_rank, &c, 60, st);
+            int ok = st[2] == 128 + SIGKILL && !st[0] && !st[1] && !st[3];
+            int left = shm_leftovers();
+            printf("%s %s: ranks exited %d %d %d %d, %d segment(s) left in /dev/shm\n",
+                   ok && !left ? "PASS" : "FAIL", name, st[0], st[1], st[2], st[3], left);
+            failed |= !ok || left;
+        }
+    }
+    c = (struct cfg){.table = single, .ahead = AHEAD_MIX, .algo = "shm_ll"};
+    failed |= run("ahead: mixed kinds, all small-message lines", 4, ahead_rank, &c);
+    c = (struct cfg){.table = eight, .ahead = AHEAD_MIX};
+    failed |= run("ahead: mixed kinds, 8 ranks", 8, ahead_rank, &c);
     /* the dead rank exits by SIGKILL (128 + 9); the others must pass */
     atomic_int *passed = harness_counter_new();
     if (!passed) {
