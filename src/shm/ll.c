@@ -81,11 +81,12 @@ static void put(struct loom_shm_ctx *x, uint64_t q, const char *src, size_t len)
     size_t b = len < LOOM_SHM_LL_DATA - LOOM_SHM_LL_HEAD ? len
                                                          : LOOM_SHM_LL_DATA - LOOM_SHM_LL_HEAD;
     /* a peer may be reading the fingerprint of the piece this overwrites
-     * (ready()): it must see the change, seqlock fashion */
+     * (ready()): it must see the change, seqlock fashion. Release stores
+     * of the fingerprint keep the BUSY mark ahead of them (no fence:
+     * ThreadSanitizer does not model fences). */
     __atomic_store_n(&l[0].flag, q | BUSY, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&l[0].data[0], (uint64_t)loom_op_desc(x->op), __ATOMIC_RELAXED);
-    __atomic_store_n(&l[0].data[1], x->op->count, __ATOMIC_RELAXED);
+    __atomic_store_n(&l[0].data[0], (uint64_t)loom_op_desc(x->op), __ATOMIC_RELEASE);
+    __atomic_store_n(&l[0].data[1], x->op->count, __ATOMIC_RELEASE);
     if (b) /* a call of no data (count 0, barrier) has no src */
         memcpy((char *)l[0].data + LOOM_SHM_LL_HEAD, src, b);
     __atomic_store_n(&l[0].flag, q, __ATOMIC_RELEASE);
@@ -121,9 +122,10 @@ static int fingerprint(struct loom_shm *s, int j, uint64_t p, uint32_t *desc, ui
     const struct loom_shm_ll_line *l = lines_of(s, j, p);
     if (__atomic_load_n(&l->flag, __ATOMIC_ACQUIRE) != p)
         return 0;
-    *desc = (uint32_t)__atomic_load_n(&l->data[0], __ATOMIC_RELAXED);
-    *count = __atomic_load_n(&l->data[1], __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* acquire loads: a fingerprint half rewritten shows as a flag that
+     * moved on (the writer's BUSY mark comes before its new words) */
+    *desc = (uint32_t)__atomic_load_n(&l->data[0], __ATOMIC_ACQUIRE);
+    *count = __atomic_load_n(&l->data[1], __ATOMIC_ACQUIRE);
     return __atomic_load_n(&l->flag, __ATOMIC_RELAXED) == p;
 }
 
