@@ -134,17 +134,23 @@ static loom_result_t hier_reduce(struct loom_comm *comm, struct loom_op *op)
     if (server != rserver && index == rindex) {
         local.recvbuf = loom_comm_scratch(comm, bytes);
         if (!local.recvbuf) {
-            loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "reduce (hier): cannot "
-                                "allocate %zu bytes", bytes);
+            loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
+                                "reduce (hier): cannot "
+                                "allocate %zu bytes",
+                                bytes);
             return LOOM_ERROR_NO_MEMORY;
         }
     }
     LOOM_CHECK(loom_shm_run_local(comm, &local));
     if (index != rindex)
         return LOOM_SUCCESS;
-    struct loom_op net = {.kind = LOOM_OP_REDUCE, .sendbuf = local.recvbuf,
-                          .recvbuf = local.recvbuf, .count = op->count, .dtype = op->dtype,
-                          .op = op->op, .root = rserver};
+    struct loom_op net = {.kind = LOOM_OP_REDUCE,
+                          .sendbuf = local.recvbuf,
+                          .recvbuf = local.recvbuf,
+                          .count = op->count,
+                          .dtype = op->dtype,
+                          .op = op->op,
+                          .root = rserver};
     return between(comm, op, &net);
 }
 
@@ -175,8 +181,10 @@ static loom_result_t hier_reduce_scatter(struct loom_comm *comm, struct loom_op 
     size_t need = group * (span + 1);
     char *in = loom_comm_scratch(comm, need);
     if (!in) {
-        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY, "reduce_scatter (hier): cannot "
-                            "allocate %zu bytes", need);
+        loom_comm_set_error(comm, LOOM_ERROR_NO_MEMORY,
+                            "reduce_scatter (hier): cannot "
+                            "allocate %zu bytes",
+                            need);
         return LOOM_ERROR_NO_MEMORY;
     }
     char *part = in + group * span;
@@ -184,16 +192,19 @@ static loom_result_t hier_reduce_scatter(struct loom_comm *comm, struct loom_op 
     for (int j = 0; j < size; j++) {
         char *to = in + (size_t)(loom_shm_rank_of(comm, server, j) - first) * group;
         for (int g = 0; g < nservers; g++)
-            memcpy(to + (size_t)g * block,
-                   send + (size_t)loom_shm_rank_of(comm, g, j) * block, block);
+            memcpy(to + (size_t)g * block, send + (size_t)loom_shm_rank_of(comm, g, j) * block,
+                   block);
     }
     struct loom_op local = *op;
     local.sendbuf = in - (size_t)first * group; /* never read below in */
     local.recvbuf = part;
     local.count = op->count * (uint64_t)nservers;
     LOOM_CHECK(loom_shm_run_local(comm, &local));
-    struct loom_op net = {.kind = LOOM_OP_REDUCE_SCATTER, .sendbuf = part,
-                          .recvbuf = op->recvbuf, .count = op->count, .dtype = op->dtype,
+    struct loom_op net = {.kind = LOOM_OP_REDUCE_SCATTER,
+                          .sendbuf = part,
+                          .recvbuf = op->recvbuf,
+                          .count = op->count,
+                          .dtype = op->dtype,
                           .op = op->op};
     return between(comm, op, &net);
 }
@@ -247,11 +258,12 @@ loom_result_t loom_hier_run(struct loom_comm *comm, struct loom_op *op)
 {
     int server, index, size;
     int nservers = loom_shm_servers(comm, &server, &index, &size);
-    LOOM_INFO(LOOM_SUB_COLL, "%s #%llu: %llu x %s, algorithm hier (%d servers of %d "
-              "ranks, shm_%s inside), %d ranks", loom_op_kind_name(op->kind),
-              (unsigned long long)op->seq, (unsigned long long)op->count,
-              loom_dtype_name(op->dtype), nservers, size, loom_shm_path_name(comm, op),
-              comm->nranks);
+    LOOM_INFO(LOOM_SUB_COLL,
+              "%s #%llu: %llu x %s, algorithm hier (%d servers of %d "
+              "ranks, shm_%s inside), %d ranks",
+              loom_op_kind_name(op->kind), (unsigned long long)op->seq,
+              (unsigned long long)op->count, loom_dtype_name(op->dtype), nservers, size,
+              loom_shm_path_name(comm, op), comm->nranks);
     switch (op->kind) {
     case LOOM_OP_ALLREDUCE: return hier_allreduce(comm, op);
     case LOOM_OP_BROADCAST: return hier_broadcast(comm, op);

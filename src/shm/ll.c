@@ -130,14 +130,13 @@ static int fingerprint(struct loom_shm *s, int j, uint64_t p, uint32_t *desc, ui
 }
 
 /* Peer j's line 0 of piece p says (desc, count): the same as mine? */
-static loom_result_t same(struct loom_shm_ctx *x, int j, uint64_t p, uint32_t desc,
-                          uint64_t count)
+static loom_result_t same(struct loom_shm_ctx *x, int j, uint64_t p, uint32_t desc, uint64_t count)
 {
     const struct loom_shm_ll_line *m = lines_of(x->s, x->s->me, p);
     if (desc == (uint32_t)m->data[0] && count == m->data[1])
         return LOOM_SUCCESS;
-    return loom_shm_differ_call(x, j, (uint32_t)m->data[0], m->data[1],
-                                x->s->ll_rec[p % REC].call, desc, count);
+    return loom_shm_differ_call(x, j, (uint32_t)m->data[0], m->data[1], x->s->ll_rec[p % REC].call,
+                                desc, count);
 }
 
 /* A peer failed while this rank waited (x->differs): where one of the
@@ -325,8 +324,7 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint64_t off, uin
          * rank), block after block */
         for (int j = 0; b && j < s->n; j++)
             memcpy(s->out + (size_t)j * b,
-                   (const char *)op->sendbuf + ((uint64_t)s->ranks[j] * op->count + off) * es,
-                   b);
+                   (const char *)op->sendbuf + ((uint64_t)s->ranks[j] * op->count + off) * es, b);
         put(x, q, s->out, b * (size_t)s->n);
         break;
     case LOOM_OP_BARRIER: put(x, q, NULL, 0); break;
@@ -346,8 +344,8 @@ static loom_result_t piece(struct loom_shm_ctx *x, uint64_t q, uint64_t off, uin
         res = heads(x, q);
         for (int j = 0; res == LOOM_SUCCESS && j < s->n; j++)
             if (j != s->me)
-                res = get(x, j, q, (char *)op->recvbuf + (size_t)s->ranks[j] * block + off * es,
-                          0, b);
+                res = get(x, j, q, (char *)op->recvbuf + (size_t)s->ranks[j] * block + off * es, 0,
+                          b);
         char *mine = (char *)op->recvbuf + (size_t)s->ranks[s->me] * block + off * es;
         if (res == LOOM_SUCCESS && b && mine != send)
             memcpy(mine, send, b);
@@ -381,8 +379,8 @@ loom_result_t loom_shm_ll_run(struct loom_shm_ctx *x)
     /* the first call of a run: every peer has left the path before */
     for (int i = 1; s->ll_dirty && i < s->n; i++) {
         int j = (s->me + i) % s->n, done;
-        loom_result_t res =
-            s->ll_chk[j] >= s->ll_first ? LOOM_SUCCESS : ready(x, j, s->ll_first, 1, &done);
+        loom_result_t res = s->ll_chk[j] >= s->ll_first ? LOOM_SUCCESS
+                                                        : ready(x, j, s->ll_first, 1, &done);
         if (res < 0)
             return res;
     }

@@ -35,7 +35,7 @@ struct pipe {
     unsigned stages; /* bumps per chunk                               */
     uint64_t per;    /* elements per chunk (of each block: parts > 1) */
     uint64_t nchunks;
-    int sliced;      /* blocks are the slices of count (else count each) */
+    int sliced; /* blocks are the slices of count (else count each) */
 };
 
 static size_t pipe_buf_bytes(const struct loom_shm *s)
@@ -67,8 +67,7 @@ static void pipe_init(struct pipe *p, struct loom_shm_ctx *x, unsigned stages, u
 static void pipe_init_blocks(struct pipe *p, struct loom_shm_ctx *x, int sliced, unsigned parts)
 {
     pipe_init(p, x, 2, parts);
-    uint64_t n = (uint64_t)x->s->n, longest = sliced ? (x->op->count + n - 1) / n
-                                                     : x->op->count;
+    uint64_t n = (uint64_t)x->s->n, longest = sliced ? (x->op->count + n - 1) / n : x->op->count;
     p->nchunks = (longest + p->per - 1) / p->per;
     p->sliced = sliced;
 }

@@ -99,13 +99,13 @@ struct loom_shm {
         uint64_t call;
     } ll_rec[LOOM_SHM_LL_RECORD];
     uint64_t ll_last[LOOM_SHM_LL_SETS]; /* the last piece in each set      */
-    uint32_t ll_turn[2];          /* pieces placed: small calls, big ones   */
-    uint64_t *ll_ok;              /* [n][RECORD]: peer's piece whose line 0
+    uint32_t ll_turn[2];                /* pieces placed: small calls, big ones   */
+    uint64_t *ll_ok;                    /* [n][RECORD]: peer's piece whose line 0
                                      I read and checked, [piece % RECORD]   */
-    uint64_t *ll_chk;             /* [n]: peer's pieces up to this checked  */
-    uint32_t ll_end;              /* my epoch when my last small call ended */
-    uint64_t ll_first;            /* first piece after another path ran     */
-    int ll_dirty;                 /* peers may still be in that path        */
+    uint64_t *ll_chk;                   /* [n]: peer's pieces up to this checked  */
+    uint32_t ll_end;                    /* my epoch when my last small call ended */
+    uint64_t ll_first;                  /* first piece after another path ran     */
+    int ll_dirty;                       /* peers may still be in that path        */
     size_t slot_bytes;
     int n, me;                    /* local group size, my index in it       */
     int *ranks;                   /* comm rank of each local index          */

@@ -134,13 +134,11 @@ static loom_result_t check_call(struct loom_shm_ctx *x, int j)
 
 loom_result_t loom_shm_differ(struct loom_shm_ctx *x, int j, uint32_t desc, uint64_t count)
 {
-    return loom_shm_differ_call(x, j, loom_op_desc(x->op), x->op->count, x->op->seq, desc,
-                                count);
+    return loom_shm_differ_call(x, j, loom_op_desc(x->op), x->op->count, x->op->seq, desc, count);
 }
 
 loom_result_t loom_shm_differ_call(struct loom_shm_ctx *x, int j, uint32_t mine_desc,
-                                   uint64_t mine_count, uint64_t seq, uint32_t desc,
-                                   uint64_t count)
+                                   uint64_t mine_count, uint64_t seq, uint32_t desc, uint64_t count)
 {
     struct loom_shm *s = x->s;
     char mine[160], theirs[160];

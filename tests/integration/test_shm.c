@@ -64,10 +64,10 @@ struct cfg {
     const char *small;   /* the engine's path for a 1 KiB allreduce     */
     int algo_rank;       /* with algo_other: the rank that sets it instead */
     const char *algo_other;
-    int hier;            /* a 2-server table: the ranks of the other server
+    int hier;  /* a 2-server table: the ranks of the other server
                             (rank >= n / 2) than rank 0's may only hear of
                             a failure from the step between servers      */
-    int ahead;           /* ahead test: AHEAD_* */
+    int ahead; /* ahead test: AHEAD_* */
 };
 
 static loom_result_t join(const struct cfg *c, int rank, loom_comm_t *comm)
@@ -495,8 +495,7 @@ static int ahead_rank(int rank, int n, void *arg)
         uint64_t count = c->ahead == AHEAD_MISMATCH && rank == 1 && it == 5 ? 9 : 8;
         res = loom_broadcast(x, count, LOOM_FLOAT32, 0, comm, NULL);
         /* on another path, rank 1 reads slots that nobody wrote */
-        for (int i = 0; res == LOOM_SUCCESS && i < 8 && (c->ahead != AHEAD_PATH || rank != 1);
-             i++)
+        for (int i = 0; res == LOOM_SUCCESS && i < 8 && (c->ahead != AHEAD_PATH || rank != 1); i++)
             if (x[i] != (float)(it * 100 + i)) {
                 FAIL("broadcast %d: x[%d] = %g", it, i, (double)x[i]);
                 break;
@@ -517,8 +516,7 @@ static int ahead_rank(int rank, int n, void *arg)
         if (it - 1 > 5 + (int)LOOM_SHM_LL_SETS)
             FAIL("the mismatch failed only call %d", it - 1);
         if (!named && (rank <= 1 || res != LOOM_ERROR_REMOTE || !strstr(msg, who)))
-            FAIL("call %d: %s: %s (want both calls named)", it - 1, loom_result_string(res),
-                 msg);
+            FAIL("call %d: %s: %s (want both calls named)", it - 1, loom_result_string(res), msg);
     } else if (c->ahead == AHEAD_ABORT && rank == 0) {
         if (res != LOOM_ERROR_ABORTED)
             FAIL("aborted, but %s: %s", loom_result_string(res), msg);

@@ -67,14 +67,14 @@ struct vx_peer {
     struct vx_sqrec *sqrec; /* sq_depth entries                          */
     uint32_t recv_owed;     /* receives consumed, not yet reposted       */
     /* sending to it */
-    struct loom_tx_req *scur;          /* the send the next CTS entry is for        */
-    uint64_t send_msg;                 /* message numbers assigned                  */
-    uint32_t cts_seen;                 /* CTS entries arrived                       */
-    uint32_t cts_used;                 /* ... of which written for                  */
-    uint64_t cts_off;                  /* bytes of entry cts_used already written   */
+    struct loom_tx_req *scur; /* the send the next CTS entry is for        */
+    uint64_t send_msg;        /* message numbers assigned                  */
+    uint32_t cts_seen;        /* CTS entries arrived                       */
+    uint32_t cts_used;        /* ... of which written for                  */
+    uint64_t cts_off;         /* bytes of entry cts_used already written   */
     uint32_t stage_posted, stage_done;
     /* receiving from it */
-    struct loom_tx_req *radv;          /* the receive to advertise next             */
+    struct loom_tx_req *radv; /* the receive to advertise next             */
     uint64_t radv_off;
     uint64_t recv_msg;
     uint32_t cts_posted, cts_landed;
