@@ -41,6 +41,7 @@ struct result {
     uint64_t sent, received;          /* this rank's bootstrap bytes       */
     uint8_t entry[LOOM_OOB_ENTRY_LEN]; /* its own                          */
     uint8_t table[MAXR * LOOM_OOB_ENTRY_LEN]; /* what it learnt            */
+    int decided;                              /* test_agree: it has its answer */
 };
 
 struct scenario {
@@ -852,6 +853,18 @@ static int agree_main(int rank, int n, void *arg)
     out->res = loom_agree_failed(&ap, failed, NULL, out->err, sizeof out->err);
     out->elapsed = mp_now() - t0;
     memcpy(out->table, failed, sizeof failed);
+    /* Every rank stays until all have their answer, as ranks that go on to
+     * the shrunk communicator do: a rank that left at once would take the
+     * decision with it from a slower rank that had yet to ask for it, which
+     * then rightly finds every other rank gone and decides alone. */
+    __atomic_store_n(&out->decided, 1, __ATOMIC_RELEASE);
+    for (double until = mp_now() + 10; mode == 2 && mp_now() < until; usleep(1000)) {
+        int all = 1;
+        for (int r = 0; r < n; r++)
+            all &= __atomic_load_n(&sc->out[r].decided, __ATOMIC_ACQUIRE);
+        if (all)
+            break;
+    }
     loom_oob_close(oob);
     return 0;
 }
