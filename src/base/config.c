@@ -1,4 +1,8 @@
-/* config.c - the table of LOOM_* variables, read once.
+/* config.c - the LOOM_* variables of every section, read once.
+ *
+ * This file's own table is the first section, "core" (struct loom_config);
+ * modules add theirs before main (config.h). Every step below (defaults,
+ * file, environment, warnings, printing) runs over the rows of all sections.
  *
  * Precedence: environment, then the config file (LOOM_CONF_FILE, default
  * /etc/loom.conf), then the table's default. A value that does not parse or is
@@ -37,101 +41,75 @@ extern char **environ;
 #define CONFIG_WARN_MAX 32    /* queued warnings; more are counted only   */
 #define CONFIG_WARN_LEN 600
 
-enum config_type {
-    CONFIG_INT,    /* long in [min, max], stored as int                */
-    CONFIG_DOUBLE, /* finite double in [min, max]; min_open: > min     */
-    CONFIG_SIZE,   /* bytes with K/M/G suffix, in [min, max], size_t   */
-    CONFIG_STRING, /* text shorter than the field (or CONFIG_VALUE_MAX) */
-    CONFIG_LEVEL,  /* NONE|WARN|INFO|TRACE                             */
-    CONFIG_SUBSYS, /* comma list of subsystems, leading ^ inverts      */
-    CONFIG_ENUM    /* one of the '|'-separated choices (any case), kept
-                    * lowercase in a string field                      */
-};
+#define CONFIG_MAX_SECTIONS 8 /* sections beyond core's                  */
+#define CONFIG_MAX_EXTRA 32   /* rows of those sections, all together     */
 
-#define NO_FIELD ((size_t)-1)
-#define FIELD(m) offsetof(struct loom_config, m), sizeof(((struct loom_config *)0)->m)
+#define NO_FIELD LOOM_CONFIG_NO_FIELD
+#define FIELD(m) LOOM_CONFIG_FIELD(struct loom_config, m)
 
-struct config_var {
-    const char *name;
-    enum config_type type;
-    const char *defval;
-    size_t offset; /* into struct loom_config, or NO_FIELD: read elsewhere */
-    size_t size;   /* of the field (string capacity)                      */
-    double min, max;
-    int min_open;  /* doubles: the value must be > min, not >= min        */
-    const char *doc;
-    const char *choices; /* CONFIG_ENUM: "a|b|c"                           */
-};
-
-static const struct config_var config_vars[] = {
-    {"LOOM_DEBUG", CONFIG_LEVEL, "WARN", FIELD(debug_level), 0, 0, 0,
+static const struct loom_config_var config_vars[] = {
+    {"LOOM_DEBUG", LOOM_CONFIG_LEVEL, "WARN", FIELD(debug_level), 0, 0, 0,
      "log level: NONE, WARN, INFO or TRACE", NULL},
-    {"LOOM_DEBUG_SUBSYS", CONFIG_SUBSYS, "ALL", FIELD(debug_subsys), 0, 0, 0,
+    {"LOOM_DEBUG_SUBSYS", LOOM_CONFIG_SUBSYS, "ALL", FIELD(debug_subsys), 0, 0, 0,
      "subsystems logged: INIT,BOOT,NET,COLL,RT,STREAM,CONFIG,ALL; ^ = all but", NULL},
-    {"LOOM_DEBUG_FILE", CONFIG_STRING, "", FIELD(debug_file), 0, 0, 0,
+    {"LOOM_DEBUG_FILE", LOOM_CONFIG_STRING, "", FIELD(debug_file), 0, 0, 0,
      "log to this file instead of stderr; %h = host, %p = pid", NULL},
-    {"LOOM_PORT_BASE", CONFIG_INT, "29600", FIELD(port_base), 1, 65535, 0,
+    {"LOOM_PORT_BASE", LOOM_CONFIG_INT, "29600", FIELD(port_base), 1, 65535, 0,
      "first TCP port used for bootstrap listeners", NULL},
-    {"LOOM_PORT_OFFSET", CONFIG_INT, "0", FIELD(port_offset), 0, 65535, 0,
+    {"LOOM_PORT_OFFSET", LOOM_CONFIG_INT, "0", FIELD(port_offset), 0, 65535, 0,
      "added to LOOM_PORT_BASE, to separate jobs on one host", NULL},
-    {"LOOM_BOOTSTRAP_TIMEOUT", CONFIG_DOUBLE, "120", FIELD(bootstrap_timeout), 0, 1e9, 1,
+    {"LOOM_BOOTSTRAP_TIMEOUT", LOOM_CONFIG_DOUBLE, "120", FIELD(bootstrap_timeout), 0, 1e9, 1,
      "seconds to wait for all ranks to meet at init", NULL},
-    {"LOOM_TIMEOUT", CONFIG_DOUBLE, "300", FIELD(timeout), 0, 1e9, 0,
+    {"LOOM_TIMEOUT", LOOM_CONFIG_DOUBLE, "300", FIELD(timeout), 0, 1e9, 0,
      "seconds a collective may wait on a peer; 0 = never time out", NULL},
-    {"LOOM_STALL_WARN", CONFIG_DOUBLE, "60", FIELD(stall_warn), 0, 1e9, 0,
+    {"LOOM_STALL_WARN", LOOM_CONFIG_DOUBLE, "60", FIELD(stall_warn), 0, 1e9, 0,
      "seconds without progress before a rank logs what it waits for (0 = never)", NULL},
-    {"LOOM_TRACE_DIR", CONFIG_STRING, "", FIELD(trace_dir), 0, 0, 0,
+    {"LOOM_TRACE_DIR", LOOM_CONFIG_STRING, "", FIELD(trace_dir), 0, 0, 0,
      "directory for flight-recorder dumps (last 64 calls) on timeout, abort, SIGUSR1", NULL},
-    {"LOOM_NSOCKS", CONFIG_INT, "1", FIELD(nsocks), 1, 16, 0,
-     "TCP sockets per peer and direction; large messages are striped over them", NULL},
-    {"LOOM_SOCKET_IFNAME", CONFIG_STRING, "", FIELD(socket_ifname), 0, 0, 0,
+    {"LOOM_SOCKET_IFNAME", LOOM_CONFIG_STRING, "", FIELD(socket_ifname), 0, 0, 0,
      "interfaces to use: prefix list, ^ = exclude, = = exact; \"\" = auto", NULL},
-    {"LOOM_CHUNK_SIZE", CONFIG_SIZE, "1M", FIELD(chunk_size), 1024.0, 1073741824.0, 0,
+    {"LOOM_CHUNK_SIZE", LOOM_CONFIG_SIZE, "1M", FIELD(chunk_size), 1024.0, 1073741824.0, 0,
      "bytes per pipelined chunk (K/M/G suffixes, 1K..1G)", NULL},
-    {"LOOM_SOCKET_SNDBUF", CONFIG_SIZE, "512K", FIELD(socket_sndbuf), 0.0, 1073741824.0, 0,
+    {"LOOM_SOCKET_SNDBUF", LOOM_CONFIG_SIZE, "512K", FIELD(socket_sndbuf), 0.0, 1073741824.0, 0,
      "SO_SNDBUF of each TCP data socket, Loom's and ofi's tcp provider's (Linux doubles it); "
-     "0 = kernel autotuning", NULL},
-    {"LOOM_ALGO", CONFIG_STRING, "", FIELD(algo), 0, 0, 0,
+     "0 = kernel autotuning",
+     NULL},
+    {"LOOM_ALGO", LOOM_CONFIG_STRING, "", FIELD(algo), 0, 0, 0,
      "algorithm override: \"ring\" or \"allreduce=ring,broadcast=tree\"", NULL},
-    {"LOOM_TRANSPORT", CONFIG_STRING, "tcp", FIELD(transport), 0, 0, 0,
+    {"LOOM_TRANSPORT", LOOM_CONFIG_STRING, "tcp", FIELD(transport), 0, 0, 0,
      "transport to use: tcp, ofi or verbs (as built; another name is an error listing them)", NULL},
-    {"LOOM_SPIN_US", CONFIG_INT, "-1", FIELD(spin_us), -1, 1000000, 0,
-     "microseconds to busy-poll before yielding; -1: 50, or 0 when this host has more ranks than CPUs", NULL},
-    {"LOOM_JOB_KEY", CONFIG_STRING, "", FIELD(job_key), 0, 0, 0,
+    {"LOOM_SPIN_US", LOOM_CONFIG_INT, "-1", FIELD(spin_us), -1, 1000000, 0,
+     "microseconds to busy-poll before yielding; -1: 50, or 0 when this host has more ranks than CPUs",
+     NULL},
+    {"LOOM_JOB_KEY", LOOM_CONFIG_STRING, "", FIELD(job_key), 0, 0, 0,
      "job secret: connections must prove it (HMAC); \"\" = job identity checks only", NULL},
-    {"LOOM_JOB_KEY_FILE", CONFIG_STRING, "", FIELD(job_key_file), 0, 0, 0,
+    {"LOOM_JOB_KEY_FILE", LOOM_CONFIG_STRING, "", FIELD(job_key_file), 0, 0, 0,
      "file holding the job secret (trailing newline dropped; keep it mode 0600)", NULL},
-    {"LOOM_SHM", CONFIG_INT, "1", FIELD(shm), 0, 1, 0,
+    {"LOOM_SHM", LOOM_CONFIG_INT, "1", FIELD(shm), 0, 1, 0,
      "1: ranks of one server move data through shared memory; 0: only the network", NULL},
-    {"LOOM_ADDRESS", CONFIG_ENUM, "auto", FIELD(address), 0, 0, 0,
+    {"LOOM_ADDRESS", LOOM_CONFIG_ENUM, "auto", FIELD(address), 0, 0, 0,
      "rank table address a rank uses: auto (device_ip when this host owns it, else host_ip), device or host",
      "auto|device|host"},
-    {"LOOM_OFI_PROVIDER", CONFIG_STRING, "", FIELD(ofi_provider), 0, 0, 0,
-     "ofi transport: libfabric provider (\"tcp;ofi_rxm\", \"shm\", \"verbs;ofi_rxm\", \"efa\", ...); \"\" = best available",
-     NULL},
-    {"LOOM_IB_HCA", CONFIG_STRING, "", FIELD(ib_hca), 0, 0, 0,
-     "verbs transport: device[:port] to use (\"mlx5_0:1\"); \"\" = the one whose GID holds device_ip",
-     NULL},
-    {"LOOM_IB_GID_INDEX", CONFIG_INT, "-1", FIELD(ib_gid_index), -1, 255, 0,
-     "verbs transport: GID index; -1 = the RoCE v2 GID holding the rank's device_ip", NULL},
-    {"LOOM_CUDA_DEVICE", CONFIG_INT, "-1", FIELD(cuda_device), -1, 1024, 0,
+    {"LOOM_CUDA_DEVICE", LOOM_CONFIG_INT, "-1", FIELD(cuda_device), -1, 1024, 0,
      "CUDA adapter: device ordinal; -1 = the rank table's device_id", NULL},
-    {"LOOM_STAGE_CHUNK", CONFIG_SIZE, "4M", FIELD(stage_chunk), 4096.0, 1073741824.0, 0,
+    {"LOOM_STAGE_CHUNK", LOOM_CONFIG_SIZE, "4M", FIELD(stage_chunk), 4096.0, 1073741824.0, 0,
      "device buffers on an adapter's stream are staged and run in pieces of this many bytes (same on every rank)",
      NULL},
-    {"LOOM_STAGE_SLOTS", CONFIG_INT, "4", FIELD(stage_slots), 2, 64, 0,
-     "pieces of host staging memory per stream (LOOM_STAGE_CHUNK bytes each), reused by every call", NULL},
-    {"LOOM_CONF_FILE", CONFIG_STRING, CONFIG_DEFAULT_FILE, NO_FIELD, 0, 0, 0, 0,
+    {"LOOM_STAGE_SLOTS", LOOM_CONFIG_INT, "4", FIELD(stage_slots), 2, 64, 0,
+     "pieces of host staging memory per stream (LOOM_STAGE_CHUNK bytes each), reused by every call",
+     NULL},
+    {"LOOM_CONF_FILE", LOOM_CONFIG_STRING, CONFIG_DEFAULT_FILE, NO_FIELD, 0, 0, 0,
      "this configuration file (environment only)", NULL},
-    {"LOOM_RANK_TABLE", CONFIG_STRING, "", NO_FIELD, 0, 0, 0, 0,
+    {"LOOM_RANK_TABLE", LOOM_CONFIG_STRING, "", NO_FIELD, 0, 0, 0,
      "rank table (JSON) read by loom_comm_init_env", NULL},
-    {"LOOM_RANK", CONFIG_INT, "-1", NO_FIELD, 0, -1, INT_MAX, 0,
+    {"LOOM_RANK", LOOM_CONFIG_INT, "-1", NO_FIELD, -1, INT_MAX, 0,
      "this process's rank, read by loom_comm_init_env", NULL},
-    {"LOOM_NRANKS", CONFIG_INT, "0", NO_FIELD, 0, 0, INT_MAX, 0,
+    {"LOOM_NRANKS", LOOM_CONFIG_INT, "0", NO_FIELD, 0, INT_MAX, 0,
      "number of ranks, set by loom-run for its children", NULL},
-    {"LOOM_ACL_DEVICES", CONFIG_INT, "0", NO_FIELD, 0, 0, 4096, 0,
+    {"LOOM_ACL_DEVICES", LOOM_CONFIG_INT, "0", NO_FIELD, 0, 4096, 0,
      "libloom_acl: the devices aclrtGetDeviceCount reports; 0 = this server's in the rank "
-     "table, else 8", NULL},
+     "table, else 8",
+     NULL},
 };
 #define CONFIG_NVARS (sizeof(config_vars) / sizeof(config_vars[0]))
 
@@ -147,9 +125,25 @@ struct config_state {
     char value[CONFIG_VALUE_MAX];   /* the text accepted */
 };
 
+#define CONFIG_MAX_ROWS (CONFIG_NVARS + CONFIG_MAX_EXTRA)
+
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static struct loom_config config_cur;
-static struct config_state config_states[CONFIG_NVARS];
+static struct loom_config_section config_core = {"core", config_vars, CONFIG_NVARS, &config_cur};
+
+/* Every row of every section, core's first, in the order sections were
+ * added; the lock covers the list, its states and each read. */
+struct config_row {
+    const struct loom_config_var *var;
+    void *values; /* its section's struct */
+};
+static pthread_mutex_t config_rows_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct config_row config_rows[CONFIG_MAX_ROWS];
+static size_t config_nrows;
+static const struct loom_config_section *config_sections[1 + CONFIG_MAX_SECTIONS];
+static size_t config_nsections;
+static int config_was_read; /* a section added later makes a read again */
+static struct config_state config_states[CONFIG_MAX_ROWS];
 static char config_file_path[CONFIG_VALUE_MAX]; /* "" when no file was read */
 
 static pthread_mutex_t config_warn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -217,11 +211,24 @@ static void config_flush_warnings(void)
     free(batch);
 }
 
-static const struct config_var *config_find(const char *name, size_t len)
+/* Core's rows first; called with config_rows_lock held. */
+static void config_add_core(void)
 {
+    if (config_nsections > 0)
+        return;
     for (size_t i = 0; i < CONFIG_NVARS; i++)
-        if (strlen(config_vars[i].name) == len && strncmp(config_vars[i].name, name, len) == 0)
-            return &config_vars[i];
+        config_rows[i] = (struct config_row){&config_vars[i], &config_cur};
+    config_nrows = CONFIG_NVARS;
+    config_sections[config_nsections++] = &config_core;
+}
+
+static const struct config_row *config_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < config_nrows; i++) {
+        const char *vname = config_rows[i].var->name;
+        if (strlen(vname) == len && strncmp(vname, name, len) == 0)
+            return &config_rows[i];
+    }
     return NULL;
 }
 
@@ -325,20 +332,22 @@ static int config_parse_subsys(const char *s, unsigned *out, char *why, size_t w
     return 0;
 }
 
-/* Parse text for var into the struct (when the var has a field). On failure
- * writes a reason into why and leaves the struct untouched. */
-static int config_parse(const struct config_var *var, const char *text, struct loom_config *cfg,
+/* Parse text for var into values, its section's struct (when the var has a
+ * field). On failure writes a reason into why and leaves the struct
+ * untouched. */
+static int config_parse(const struct loom_config_var *var, const char *text, void *values,
                         char *why, size_t whylen)
 {
-    char *field = var->offset == NO_FIELD ? NULL : (char *)cfg + var->offset;
-    size_t cap = var->offset == NO_FIELD ? CONFIG_VALUE_MAX : var->size;
+    int nofield = var->offset == LOOM_CONFIG_NO_OFFSET;
+    char *field = nofield ? NULL : (char *)values + var->offset;
+    size_t cap = nofield ? CONFIG_VALUE_MAX : var->size;
 
     if (strlen(text) >= CONFIG_VALUE_MAX) {
         snprintf(why, whylen, "longer than %d characters", CONFIG_VALUE_MAX - 1);
         return -1;
     }
     switch (var->type) {
-    case CONFIG_INT: {
+    case LOOM_CONFIG_INT: {
         char *end;
         errno = 0;
         long v = strtol(text, &end, 10);
@@ -356,7 +365,7 @@ static int config_parse(const struct config_var *var, const char *text, struct l
             *(int *)field = (int)v;
         return 0;
     }
-    case CONFIG_DOUBLE: {
+    case LOOM_CONFIG_DOUBLE: {
         char *end;
         errno = 0;
         double v = strtod(text, &end);
@@ -375,7 +384,7 @@ static int config_parse(const struct config_var *var, const char *text, struct l
             *(double *)field = v;
         return 0;
     }
-    case CONFIG_SIZE: {
+    case LOOM_CONFIG_SIZE: {
         size_t v;
         if (loom_parse_size(text, &v) != 0) {
             snprintf(why, whylen, "not a size (a number with an optional K, M or G)");
@@ -389,7 +398,7 @@ static int config_parse(const struct config_var *var, const char *text, struct l
             *(size_t *)field = v;
         return 0;
     }
-    case CONFIG_STRING:
+    case LOOM_CONFIG_STRING:
         if (strlen(text) >= cap) {
             snprintf(why, whylen, "longer than %zu characters", cap - 1);
             return -1;
@@ -397,7 +406,7 @@ static int config_parse(const struct config_var *var, const char *text, struct l
         if (field)
             memcpy(field, text, strlen(text) + 1);
         return 0;
-    case CONFIG_LEVEL: {
+    case LOOM_CONFIG_LEVEL: {
         int v;
         if (config_parse_level(text, &v) != 0) {
             snprintf(why, whylen, "not one of NONE, WARN, INFO, TRACE");
@@ -407,7 +416,7 @@ static int config_parse(const struct config_var *var, const char *text, struct l
             *(int *)field = v;
         return 0;
     }
-    case CONFIG_SUBSYS: {
+    case LOOM_CONFIG_SUBSYS: {
         unsigned v;
         if (config_parse_subsys(text, &v, why, whylen) != 0)
             return -1;
@@ -415,7 +424,7 @@ static int config_parse(const struct config_var *var, const char *text, struct l
             *(unsigned *)field = v;
         return 0;
     }
-    case CONFIG_ENUM:
+    case LOOM_CONFIG_ENUM:
         for (const char *c = var->choices; c && *c;) {
             const char *bar = strchr(c, '|');
             size_t clen = bar ? (size_t)(bar - c) : strlen(c);
@@ -438,9 +447,9 @@ static int config_parse(const struct config_var *var, const char *text, struct l
 static void config_set(size_t idx, const char *text, enum config_source src, int line,
                        const char *where)
 {
-    const struct config_var *var = &config_vars[idx];
+    const struct loom_config_var *var = config_rows[idx].var;
     char why[160];
-    if (config_parse(var, text, &config_cur, why, sizeof(why)) != 0) {
+    if (config_parse(var, text, config_rows[idx].values, why, sizeof(why)) != 0) {
         config_warn("%s=\"%.200s\" (%s): %s; keeping %s", var->name, text, where, why,
                     config_states[idx].source == SRC_DEFAULT ? "the default" : "the file's value");
         return;
@@ -500,36 +509,38 @@ static void config_read_file(const char *path, int explicit)
             config_warn("%.300s:%d: malformed line: no name before '='", path, lineno);
             continue;
         }
-        const struct config_var *var = config_find(name, strlen(name));
-        if (!var) {
+        const struct config_row *row = config_find(name, strlen(name));
+        if (!row) {
             config_warn("%.300s:%d: unknown variable %.100s=\"%.200s\"; ignored", path, lineno,
                         name, value);
             continue;
         }
-        if (var->offset == NO_FIELD) { /* read with getenv() elsewhere */
-            config_warn("%.300s:%d: %s is read from the environment only; ignored", path,
-                        lineno, var->name);
+        if (row->var->offset == LOOM_CONFIG_NO_OFFSET) { /* read with getenv() elsewhere */
+            config_warn("%.300s:%d: %s is read from the environment only; ignored", path, lineno,
+                        row->var->name);
             continue;
         }
         char where[CONFIG_VALUE_MAX + 32];
         snprintf(where, sizeof(where), "%.900s:%d", path, lineno);
-        config_set((size_t)(var - config_vars), value, SRC_FILE, lineno, where);
+        config_set((size_t)(row - config_rows), value, SRC_FILE, lineno, where);
     }
     if (ferror(f))
         config_warn("error reading config file %.300s: %s", path, strerror(errno));
     fclose(f);
 }
 
-static void config_read(void)
+/* Called with config_rows_lock held. */
+static void config_read_locked(void)
 {
+    config_add_core();
     memset(&config_cur, 0, sizeof(config_cur));
     config_file_path[0] = '\0';
 
-    /* Defaults: the table's own strings must parse. */
-    for (size_t i = 0; i < CONFIG_NVARS; i++) {
+    /* Defaults: the tables' own strings must parse. */
+    for (size_t i = 0; i < config_nrows; i++) {
         config_states[i].source = SRC_DEFAULT;
         config_states[i].line = 0;
-        config_set(i, config_vars[i].defval, SRC_DEFAULT, 0, "default");
+        config_set(i, config_rows[i].var->defval, SRC_DEFAULT, 0, "default");
     }
 
     const char *conf = getenv("LOOM_CONF_FILE");
@@ -543,15 +554,88 @@ static void config_read(void)
         if (!eq)
             continue;
         size_t nlen = (size_t)(eq - *e);
-        const struct config_var *var = config_find(*e, nlen);
-        if (!var) {
+        const struct config_row *row = config_find(*e, nlen);
+        if (!row) {
             if (!config_is_ignored(*e, nlen))
                 config_warn("unknown variable %.*s=\"%.200s\" in the environment; ignored",
                             (int)(nlen > 100 ? 100 : nlen), *e, eq + 1);
             continue;
         }
-        config_set((size_t)(var - config_vars), eq + 1, SRC_ENV, 0, "environment");
+        config_set((size_t)(row - config_rows), eq + 1, SRC_ENV, 0, "environment");
     }
+    config_was_read = 1;
+}
+
+static void config_read(void)
+{
+    pthread_mutex_lock(&config_rows_lock);
+    config_read_locked();
+    pthread_mutex_unlock(&config_rows_lock);
+}
+
+/* Whether s can join: room is left and none of its names is taken; if not,
+ * why says which. Called with config_rows_lock held. */
+static int config_can_add(const struct loom_config_section *s, char *why, size_t len)
+{
+    if (config_nsections >= 1 + CONFIG_MAX_SECTIONS) {
+        snprintf(why, len, "more than %d sections", CONFIG_MAX_SECTIONS);
+        return 0;
+    }
+    if (s->nvars > CONFIG_MAX_ROWS - config_nrows) {
+        snprintf(why, len, "more than %d rows beyond core's", CONFIG_MAX_EXTRA);
+        return 0;
+    }
+    for (size_t i = 0; i < s->nvars; i++) {
+        const char *name = s->vars[i].name;
+        int twice = config_find(name, strlen(name)) != NULL;
+        for (size_t j = 0; j < i && !twice; j++)
+            twice = strcmp(s->vars[j].name, name) == 0;
+        if (twice) {
+            snprintf(why, len, "%.100s is a row already", name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void loom_config_add(struct loom_config_section *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&config_rows_lock);
+    config_add_core();
+    for (size_t i = 0; i < config_nsections; i++)
+        if (config_sections[i] == s) {
+            pthread_mutex_unlock(&config_rows_lock);
+            return;
+        }
+    char why[160];
+    if (!config_can_add(s, why, sizeof why)) {
+        pthread_mutex_unlock(&config_rows_lock);
+        /* Runs before main, where the logger is not set up: stderr. The
+         * section still gets its defaults, so its module runs as shipped. */
+        fprintf(stderr,
+                "loom: configuration section %s left out (%s); its rows keep their "
+                "defaults\n",
+                s->name, why);
+        for (size_t i = 0; i < s->nvars; i++)
+            config_parse(&s->vars[i], s->vars[i].defval, s->values, why, sizeof why);
+        return;
+    }
+    for (size_t i = 0; i < s->nvars; i++)
+        config_rows[config_nrows++] = (struct config_row){&s->vars[i], s->values};
+    config_sections[config_nsections++] = s;
+    if (config_was_read) {
+        /* A constructor read the configuration before this one ran: read it
+         * all again, so these rows have their values (and the warnings
+         * about their names as unknown go). */
+        pthread_mutex_lock(&config_warn_lock);
+        config_nwarn = 0;
+        config_nwarn_dropped = 0;
+        pthread_mutex_unlock(&config_warn_lock);
+        config_read_locked();
+    }
+    pthread_mutex_unlock(&config_rows_lock);
 }
 
 const struct loom_config *loom_config(void)
@@ -561,13 +645,22 @@ const struct loom_config *loom_config(void)
     return &config_cur;
 }
 
+const void *loom_config_values(const struct loom_config_section *s)
+{
+    loom_config();
+    return s->values;
+}
+
 int loom_config_is_set(const char *name)
 {
     pthread_once(&config_once, config_read);
-    for (size_t i = 0; i < CONFIG_NVARS; i++)
-        if (strcmp(config_vars[i].name, name) == 0)
-            return config_states[i].source != SRC_DEFAULT;
-    return 0;
+    int set = 0;
+    pthread_mutex_lock(&config_rows_lock);
+    const struct config_row *row = config_find(name, strlen(name));
+    if (row)
+        set = config_states[row - config_rows].source != SRC_DEFAULT;
+    pthread_mutex_unlock(&config_rows_lock);
+    return set;
 }
 
 void loom_config_reset(void)
@@ -582,41 +675,50 @@ void loom_config_reset(void)
     pthread_mutex_unlock(&config_warn_lock);
 }
 
+/* Where row i's value came from, as loom_config_print shows it. */
+static void config_source_text(size_t i, char *buf, size_t len)
+{
+    const struct config_state *st = &config_states[i];
+    if (st->source == SRC_ENV)
+        snprintf(buf, len, "env");
+    else if (st->source == SRC_FILE)
+        snprintf(buf, len, "file:%.900s:%d", config_file_path, st->line);
+    else
+        snprintf(buf, len, "default");
+}
+
 void loom_config_print(FILE *out)
 {
     loom_config();
+    pthread_mutex_lock(&config_rows_lock);
 
-    char sources[CONFIG_NVARS][CONFIG_VALUE_MAX + 32];
+    char source[CONFIG_VALUE_MAX + 32];
     int wname = 4, wvalue = 5, wsource = 6;
-    for (size_t i = 0; i < CONFIG_NVARS; i++) {
-        const struct config_state *st = &config_states[i];
-        if (st->source == SRC_ENV)
-            snprintf(sources[i], sizeof(sources[i]), "env");
-        else if (st->source == SRC_FILE)
-            snprintf(sources[i], sizeof(sources[i]), "file:%.900s:%d", config_file_path,
-                     st->line);
-        else
-            snprintf(sources[i], sizeof(sources[i]), "default");
-        int n = (int)strlen(config_vars[i].name);
+    for (size_t i = 0; i < config_nrows; i++) {
+        config_source_text(i, source, sizeof source);
+        int n = (int)strlen(config_rows[i].var->name);
         if (n > wname)
             wname = n;
-        n = (int)strlen(st->value) + 2;
+        n = (int)strlen(config_states[i].value) + 2;
         if (n > wvalue && n <= 40)
             wvalue = n;
-        n = (int)strlen(sources[i]);
+        n = (int)strlen(source);
         if (n > wsource && n <= 60)
             wsource = n;
     }
     fprintf(out, "%-*s  %-*s  %-*s  %s\n", wname, "NAME", wvalue, "VALUE", wsource, "SOURCE",
             "DOC");
-    for (size_t i = 0; i < CONFIG_NVARS; i++) {
+    for (size_t i = 0; i < config_nrows; i++) {
+        const struct loom_config_var *var = config_rows[i].var;
         char quoted[CONFIG_VALUE_MAX + 3];
         /* The job key is a secret: say whether it is set, never what it is. */
-        if (strcmp(config_vars[i].name, "LOOM_JOB_KEY") == 0 && config_states[i].value[0])
+        if (strcmp(var->name, "LOOM_JOB_KEY") == 0 && config_states[i].value[0])
             snprintf(quoted, sizeof(quoted), "(set, hidden)");
         else
             snprintf(quoted, sizeof(quoted), "\"%s\"", config_states[i].value);
-        fprintf(out, "%-*s  %-*s  %-*s  %s\n", wname, config_vars[i].name, wvalue, quoted,
-                wsource, sources[i], config_vars[i].doc);
+        config_source_text(i, source, sizeof source);
+        fprintf(out, "%-*s  %-*s  %-*s  %s\n", wname, var->name, wvalue, quoted, wsource, source,
+                var->doc);
     }
+    pthread_mutex_unlock(&config_rows_lock);
 }

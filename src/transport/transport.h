@@ -92,9 +92,12 @@ struct loom_tx_params {
     void *describe_ctx;
     struct loom_oob *oob;        /* swap blobs with any rank (bootstrap/oob.h) */
 };
-/* Transport-specific knobs (LOOM_NSOCKS, LOOM_SOCKET_SNDBUF, LOOM_OFI_PROVIDER,
- * LOOM_IB_HCA, ...) are not parameters: each transport reads its own rows of
- * the configuration table (core/config.h, loom_config()). */
+/* Transport-specific knobs are not parameters: each transport defines its
+ * own configuration rows beside its code (LOOM_NSOCKS in tcp.c,
+ * LOOM_OFI_PROVIDER in ofi.c, LOOM_IB_HCA and LOOM_IB_GID_INDEX in verbs.c),
+ * registers them with LOOM_CONFIG_SECTION and reads them through
+ * loom_config_values (base/config.h). What more than one transport reads
+ * (LOOM_SOCKET_SNDBUF) is a core row, in loom_config(). */
 
 /* What a peer's message said when it did not match the posted receive's call
  * (the transport fails that peer with LOOM_ERROR_MISMATCH and fills this). */

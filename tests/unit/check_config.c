@@ -1,4 +1,6 @@
-/* check_config.c - the LOOM_* configuration table and the logger. */
+/* check_config.c - the LOOM_* configuration (core's rows and a section of
+ * the test's own) and the logger. LOOM_STAGE_SLOTS is the sample int: no
+ * transport is linked here, so their rows are unknown (config.h). */
 #include "build_config.h"
 
 #include <check.h>
@@ -14,6 +16,30 @@
 #include "log.h"
 
 extern char **environ;
+
+/* A section of the test's own, added before main as a transport's is. */
+struct chk_knobs {
+    int lanes;
+    char label[8];
+    size_t bytes;
+};
+static struct chk_knobs chk_knobs;
+static const struct loom_config_var chk_rows[] = {
+    {"LOOM_CHK_LANES", LOOM_CONFIG_INT, "3", LOOM_CONFIG_FIELD(struct chk_knobs, lanes), 1, 9, 0,
+     "test section: lanes", NULL},
+    {"LOOM_CHK_LABEL", LOOM_CONFIG_STRING, "abc", LOOM_CONFIG_FIELD(struct chk_knobs, label), 0, 0,
+     0, "test section: a label", NULL},
+    {"LOOM_CHK_BYTES", LOOM_CONFIG_SIZE, "4K", LOOM_CONFIG_FIELD(struct chk_knobs, bytes), 1024.0,
+     1048576.0, 0, "test section: bytes", NULL},
+};
+static struct loom_config_section chk_section = {"check", chk_rows,
+                                                 sizeof chk_rows / sizeof chk_rows[0], &chk_knobs};
+LOOM_CONFIG_SECTION(chk_section)
+
+static const struct chk_knobs *chk_values(void)
+{
+    return loom_config_values(&chk_section);
+}
 
 static char conf_path[] = "/tmp/check_config_conf.XXXXXX";
 static int saved_stderr = -1;
@@ -128,7 +154,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c->port_offset, 0);
     ck_assert(c->bootstrap_timeout == 120.0);
     ck_assert(c->timeout == 300.0);
-    ck_assert_int_eq(c->nsocks, 1);
+    ck_assert_int_eq(c->stage_slots, 4);
     ck_assert_str_eq(c->socket_ifname, "");
     ck_assert_uint_eq(c->chunk_size, 1u << 20);
     ck_assert_uint_eq(c->socket_sndbuf, 512u << 10);
@@ -146,7 +172,7 @@ START_TEST(test_env_overrides)
     setenv("LOOM_PORT_OFFSET", "7", 1);
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "2.5", 1);
     setenv("LOOM_TIMEOUT", "0", 1);
-    setenv("LOOM_NSOCKS", "16", 1);
+    setenv("LOOM_STAGE_SLOTS", "64", 1);
     setenv("LOOM_SOCKET_IFNAME", "^lo,docker", 1);
     setenv("LOOM_CHUNK_SIZE", "64K", 1);
     setenv("LOOM_SOCKET_SNDBUF", "0", 1);
@@ -160,7 +186,7 @@ START_TEST(test_env_overrides)
     ck_assert_int_eq(c->port_offset, 7);
     ck_assert(c->bootstrap_timeout == 2.5);
     ck_assert(c->timeout == 0.0);
-    ck_assert_int_eq(c->nsocks, 16);
+    ck_assert_int_eq(c->stage_slots, 64);
     ck_assert_str_eq(c->socket_ifname, "^lo,docker");
     ck_assert_uint_eq(c->chunk_size, 65536);
     ck_assert_uint_eq(c->socket_sndbuf, 0);
@@ -175,14 +201,14 @@ START_TEST(test_file_values)
 {
     write_conf("# a comment\n"
                "\n"
-               "   LOOM_NSOCKS = 4   \n"
+               "   LOOM_STAGE_SLOTS = 8   \n"
                "LOOM_CHUNK_SIZE=2M\n"
                "\t# indented comment\n"
                "LOOM_DEBUG=INFO\n"
                "LOOM_ALGO=ring\n");
     loom_config_reset();
     const struct loom_config *c = loom_config();
-    ck_assert_int_eq(c->nsocks, 4);
+    ck_assert_int_eq(c->stage_slots, 8);
     ck_assert_uint_eq(c->chunk_size, 2u << 20);
     ck_assert_int_eq(c->debug_level, LOOM_LOG_INFO);
     ck_assert_str_eq(c->algo, "ring");
@@ -190,9 +216,9 @@ START_TEST(test_file_values)
 
     char line[512], want[256];
     const char *out = print_config();
-    ck_assert_ptr_nonnull(print_line(out, "LOOM_NSOCKS", line, sizeof(line)));
+    ck_assert_ptr_nonnull(print_line(out, "LOOM_STAGE_SLOTS", line, sizeof(line)));
     snprintf(want, sizeof(want), "file:%s:3", conf_path);
-    ck_assert_msg(strstr(line, want), "source of LOOM_NSOCKS: %s (want %s)", line, want);
+    ck_assert_msg(strstr(line, want), "source of LOOM_STAGE_SLOTS: %s (want %s)", line, want);
     ck_assert_ptr_nonnull(print_line(out, "LOOM_PORT_BASE", line, sizeof(line)));
     ck_assert_ptr_nonnull(strstr(line, "default"));
 }
@@ -200,21 +226,21 @@ END_TEST
 
 START_TEST(test_env_beats_file)
 {
-    write_conf("LOOM_NSOCKS=4\nLOOM_SPIN_US=77\n");
-    setenv("LOOM_NSOCKS", "8", 1);
+    write_conf("LOOM_STAGE_SLOTS=4\nLOOM_SPIN_US=77\n");
+    setenv("LOOM_STAGE_SLOTS", "8", 1);
     loom_config_reset();
     const struct loom_config *c = loom_config();
-    ck_assert_int_eq(c->nsocks, 8);
+    ck_assert_int_eq(c->stage_slots, 8);
     ck_assert_int_eq(c->spin_us, 77);
     char line[512];
-    ck_assert_ptr_nonnull(print_line(print_config(), "LOOM_NSOCKS", line, sizeof(line)));
+    ck_assert_ptr_nonnull(print_line(print_config(), "LOOM_STAGE_SLOTS", line, sizeof(line)));
     ck_assert_msg(strstr(line, "\"8\"") && strstr(line, " env "), "%s", line);
 }
 END_TEST
 
 START_TEST(test_malformed_env_keeps_default)
 {
-    setenv("LOOM_NSOCKS", "17", 1);
+    setenv("LOOM_STAGE_SLOTS", "65", 1);
     setenv("LOOM_PORT_BASE", "12abc", 1);
     setenv("LOOM_CHUNK_SIZE", "2G", 1);
     setenv("LOOM_BOOTSTRAP_TIMEOUT", "0", 1);
@@ -224,13 +250,13 @@ START_TEST(test_malformed_env_keeps_default)
     capture_begin();
     const struct loom_config *c = loom_config();
     char *err = capture_end();
-    ck_assert_int_eq(c->nsocks, 1);
+    ck_assert_int_eq(c->stage_slots, 4);
     ck_assert_int_eq(c->port_base, 29600);
     ck_assert_uint_eq(c->chunk_size, 1u << 20);
     ck_assert(c->bootstrap_timeout == 120.0);
     ck_assert_int_eq(c->debug_level, LOOM_LOG_WARN);
     ck_assert_uint_eq(c->debug_subsys, LOOM_SUB_ALL);
-    ck_assert_msg(strstr(err, "LOOM_NSOCKS=\"17\""), "%s", err);
+    ck_assert_msg(strstr(err, "LOOM_STAGE_SLOTS=\"65\""), "%s", err);
     ck_assert_msg(strstr(err, "LOOM_PORT_BASE=\"12abc\""), "%s", err);
     ck_assert_msg(strstr(err, "LOOM_CHUNK_SIZE=\"2G\""), "%s", err);
     ck_assert_msg(strstr(err, "LOOM_BOOTSTRAP_TIMEOUT=\"0\""), "%s", err);
@@ -246,7 +272,7 @@ END_TEST
 
 START_TEST(test_malformed_file_lines)
 {
-    write_conf("LOOM_NSOCKS=4\n"
+    write_conf("LOOM_STAGE_SLOTS=8\n"
                "this line has no equals\n"
                "LOOM_SPIN_US=fast\n"
                "LOOM_NOT_A_VAR=1\n"
@@ -257,7 +283,7 @@ START_TEST(test_malformed_file_lines)
     const struct loom_config *c = loom_config();
     char *err = capture_end();
     char want[256];
-    ck_assert_int_eq(c->nsocks, 4);
+    ck_assert_int_eq(c->stage_slots, 8);
     ck_assert_int_eq(c->spin_us, -1);
     snprintf(want, sizeof(want), "%s:2: malformed line", conf_path);
     ck_assert_msg(strstr(err, want), "%s", err);
@@ -277,7 +303,7 @@ START_TEST(test_missing_conf_file_warns)
     setenv("LOOM_CONF_FILE", "/nonexistent/loom.conf", 1);
     loom_config_reset();
     capture_begin();
-    ck_assert_int_eq(loom_config()->nsocks, 1);
+    ck_assert_int_eq(loom_config()->stage_slots, 4);
     char *err = capture_end();
     ck_assert_msg(strstr(err, "cannot read config file /nonexistent/loom.conf"), "%s", err);
 }
@@ -402,11 +428,12 @@ END_TEST
 START_TEST(test_print_every_name)
 {
     static const char *const names[] = {
-        "LOOM_DEBUG", "LOOM_DEBUG_SUBSYS", "LOOM_DEBUG_FILE", "LOOM_PORT_BASE",
-        "LOOM_PORT_OFFSET", "LOOM_BOOTSTRAP_TIMEOUT", "LOOM_TIMEOUT", "LOOM_NSOCKS",
-        "LOOM_SOCKET_IFNAME", "LOOM_CHUNK_SIZE", "LOOM_SOCKET_SNDBUF", "LOOM_ALGO",
-        "LOOM_TRANSPORT", "LOOM_SPIN_US", "LOOM_CONF_FILE", "LOOM_RANK_TABLE",
-        "LOOM_RANK", "LOOM_NRANKS",
+        "LOOM_DEBUG",      "LOOM_DEBUG_SUBSYS",  "LOOM_DEBUG_FILE",
+        "LOOM_PORT_BASE",  "LOOM_PORT_OFFSET",   "LOOM_BOOTSTRAP_TIMEOUT",
+        "LOOM_TIMEOUT",    "LOOM_STAGE_SLOTS",   "LOOM_SOCKET_IFNAME",
+        "LOOM_CHUNK_SIZE", "LOOM_SOCKET_SNDBUF", "LOOM_ALGO",
+        "LOOM_TRANSPORT",  "LOOM_SPIN_US",       "LOOM_CONF_FILE",
+        "LOOM_RANK_TABLE", "LOOM_RANK",          "LOOM_NRANKS",
     };
     setenv("LOOM_SPIN_US", "9", 1);
     loom_config_reset();
@@ -488,6 +515,152 @@ START_TEST(test_trace_has_file_line)
 }
 END_TEST
 
+/* Read again; what the read wrote on stderr in *err. */
+static const struct chk_knobs *chk_read(char **err)
+{
+    loom_config_reset();
+    capture_begin();
+    const struct chk_knobs *k = chk_values();
+    *err = capture_end();
+    return k;
+}
+
+START_TEST(test_section_defaults)
+{
+    const struct chk_knobs *k = chk_values();
+    ck_assert_ptr_eq(k, &chk_knobs);
+    ck_assert_int_eq(k->lanes, 3);
+    ck_assert_str_eq(k->label, "abc");
+    ck_assert_uint_eq(k->bytes, 4096);
+    ck_assert(!loom_config_is_set("LOOM_CHK_LANES"));
+    ck_assert(!loom_config_is_set("LOOM_CHK_NONESUCH"));
+}
+END_TEST
+
+START_TEST(test_section_env_and_file)
+{
+    write_conf("LOOM_CHK_LANES=5\n"
+               "LOOM_CHK_LABEL = from-f\n");
+    setenv("LOOM_CHK_LABEL", "env", 1);
+    setenv("LOOM_CHK_BYTES", "64K", 1);
+    char *err;
+    const struct chk_knobs *k = chk_read(&err);
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(k->lanes, 5);
+    ck_assert_str_eq(k->label, "env"); /* the environment beats the file */
+    ck_assert_uint_eq(k->bytes, 65536);
+    ck_assert(loom_config_is_set("LOOM_CHK_LANES"));
+    ck_assert(loom_config_is_set("LOOM_CHK_BYTES"));
+
+    char line[512], want[256];
+    const char *out = print_config();
+    ck_assert_ptr_nonnull(print_line(out, "LOOM_CHK_LANES", line, sizeof(line)));
+    snprintf(want, sizeof(want), "file:%s:1", conf_path);
+    ck_assert_msg(strstr(line, "\"5\"") && strstr(line, want) &&
+                      strstr(line, "test section: lanes"),
+                  "%s", line);
+    ck_assert_ptr_nonnull(print_line(out, "LOOM_CHK_BYTES", line, sizeof(line)));
+    ck_assert_msg(strstr(line, "\"64K\"") && strstr(line, " env "), "%s", line);
+    /* Core's rows first, then the section's, in the same columns. */
+    const char *core = strstr(out, "\nLOOM_STAGE_SLOTS "), *chk = strstr(out, "\nLOOM_CHK_LANES ");
+    ck_assert_msg(core && chk && core < chk, "%s", out);
+    size_t col = (size_t)(strstr(out, "VALUE") - out);
+    ck_assert_int_eq(strchr(line, '"') - line, (long)col);
+}
+END_TEST
+
+START_TEST(test_section_bad_values_warn)
+{
+    write_conf("LOOM_CHK_BYTES=2M\n");
+    setenv("LOOM_CHK_LANES", "10", 1);
+    setenv("LOOM_CHK_LABEL", "too-long-label", 1);
+    setenv("LOOM_CHK_NOT_A_ROW", "1", 1);
+    char *err;
+    const struct chk_knobs *k = chk_read(&err);
+    ck_assert_int_eq(k->lanes, 3);
+    ck_assert_str_eq(k->label, "abc");
+    ck_assert_uint_eq(k->bytes, 4096);
+    ck_assert(!loom_config_is_set("LOOM_CHK_LANES"));
+    ck_assert_msg(strstr(err, "LOOM_CHK_LANES=\"10\" (environment): out of range 1..9"), "%s", err);
+    ck_assert_msg(strstr(err, "LOOM_CHK_LABEL=\"too-long-label\""), "%s", err);
+    char want[256];
+    snprintf(want, sizeof(want), "LOOM_CHK_BYTES=\"2M\" (%s:1): out of range", conf_path);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    ck_assert_msg(strstr(err, "unknown variable LOOM_CHK_NOT_A_ROW=\"1\""), "%s", err);
+    ck_assert_msg(!strstr(err, "unknown variable LOOM_CHK_LANES"), "%s", err);
+}
+END_TEST
+
+/* A section added after the configuration was read (a constructor that read
+ * it first): everything is read again, and its rows have their values. */
+static struct chk_knobs late_knobs;
+static const struct loom_config_var late_rows[] = {
+    {"LOOM_CHK_LATE", LOOM_CONFIG_INT, "1", LOOM_CONFIG_FIELD(struct chk_knobs, lanes), 0, 99, 0,
+     "test section: added late", NULL},
+};
+static struct loom_config_section late_section = {"late", late_rows, 1, &late_knobs};
+
+START_TEST(test_section_added_late)
+{
+    setenv("LOOM_CHK_LATE", "42", 1);
+    setenv("LOOM_CHK_LANES", "7", 1);
+    loom_config_reset();
+    setenv("LOOM_DEBUG", "NONE", 1); /* its name is unknown until it is added */
+    ck_assert_int_eq(chk_values()->lanes, 7);
+    ck_assert(!loom_config_is_set("LOOM_CHK_LATE"));
+    loom_config_add(&late_section);
+    loom_config_add(&late_section); /* twice: once */
+    ck_assert(loom_config_is_set("LOOM_CHK_LATE"));
+    ck_assert_int_eq(((const struct chk_knobs *)loom_config_values(&late_section))->lanes, 42);
+    ck_assert_int_eq(chk_values()->lanes, 7);
+    char line[512];
+    const char *out = print_config();
+    ck_assert_ptr_nonnull(print_line(out, "LOOM_CHK_LATE", line, sizeof(line)));
+    ck_assert_msg(!strstr(strstr(out, "LOOM_CHK_LATE ") + 1, "LOOM_CHK_LATE "), "%s", out);
+}
+END_TEST
+
+/* Past the room for sections and rows, or with a name taken, a section is
+ * left out with one line on stderr; its values still get the defaults. */
+START_TEST(test_section_left_out)
+{
+    static struct chk_knobs dup_knobs = {.lanes = -5};
+    static struct loom_config_section dup = {"dup", chk_rows, 1, &dup_knobs};
+    static struct loom_config_var big_rows[40];
+    static struct chk_knobs big_knobs;
+    static struct loom_config_section big = {"big", big_rows, 40, &big_knobs};
+    for (size_t i = 0; i < 40; i++)
+        big_rows[i] = late_rows[0];
+    static char names[8][32];
+    static struct loom_config_var one_rows[8];
+    static struct chk_knobs one_knobs[8];
+    static struct loom_config_section ones[8];
+
+    capture_begin();
+    loom_config_add(&dup);
+    loom_config_add(&big);
+    /* core and the test's section are there: 7 more fit */
+    for (int i = 0; i < 8; i++) {
+        snprintf(names[i], sizeof names[i], "LOOM_CHK_ONE%d", i);
+        one_rows[i] = late_rows[0];
+        one_rows[i].name = names[i];
+        ones[i] = (struct loom_config_section){"one", &one_rows[i], 1, &one_knobs[i]};
+        loom_config_add(&ones[i]);
+    }
+    char *err = capture_end();
+    ck_assert_msg(strstr(err, "section dup left out (LOOM_CHK_LANES is a row already)"), "%s", err);
+    ck_assert_msg(strstr(err, "section big left out (more than 32 rows"), "%s", err);
+    ck_assert_msg(strstr(err, "section one left out (more than 8 sections)"), "%s", err);
+    ck_assert_int_eq(dup_knobs.lanes, 3);
+    ck_assert_int_eq(big_knobs.lanes, 1);
+    ck_assert_int_eq(one_knobs[7].lanes, 1);
+    setenv("LOOM_CHK_ONE6", "6", 1);
+    loom_config_reset();
+    ck_assert_int_eq(((const struct chk_knobs *)loom_config_values(&ones[6]))->lanes, 6);
+    ck_assert(loom_config_is_set("LOOM_CHK_ONE6"));
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -509,6 +682,11 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_print_every_name);
     tcase_add_test(tc, test_log_file_and_format);
     tcase_add_test(tc, test_trace_has_file_line);
+    tcase_add_test(tc, test_section_defaults);
+    tcase_add_test(tc, test_section_env_and_file);
+    tcase_add_test(tc, test_section_bad_values_warn);
+    tcase_add_test(tc, test_section_added_late);
+    tcase_add_test(tc, test_section_left_out);
     suite_add_tcase(s, tc);
     return s;
 }

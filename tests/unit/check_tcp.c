@@ -870,6 +870,65 @@ START_TEST(test_registry_and_arguments)
 }
 END_TEST
 
+/* LOOM_NSOCKS is a row of tcp's own section (tcp.c): linked here with the
+ * transport, it is known, printed, and reaches tcp's instance; out of range
+ * it is a warning naming it, and the default (one lane each way) stays. */
+static const char *nsocks_open_info(char *err, size_t errlen)
+{
+    static char info[sizeof((struct loom_tx *)0)->info];
+    struct loom_tx_params tp = {.struct_size = sizeof tp,
+                                .rank = 0,
+                                .nranks = 1,
+                                .local_addr = "127.0.0.1",
+                                .connect_timeout = 1};
+    struct loom_tx *tx = NULL;
+    char path[] = "/tmp/check_tcp_err.XXXXXX";
+    int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+    ck_assert(fd >= 0 && saved >= 0);
+    dup2(fd, STDERR_FILENO);
+    loom_result_t res = loom_tx_open(&loom_tcp_transport, &tp, &tx);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    ssize_t n = pread(fd, err, errlen - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    ck_assert_int_eq(res, LOOM_SUCCESS);
+    snprintf(info, sizeof info, "%s", tx->info);
+    loom_tx_close(tx);
+    return info;
+}
+
+START_TEST(test_nsocks_row)
+{
+    char err[4096], line[1024] = "";
+    setenv("LOOM_CONF_FILE", "/dev/null", 1);
+    setenv("LOOM_NSOCKS", "3", 1);
+    loom_config_reset();
+    ck_assert_str_eq(nsocks_open_info(err, sizeof err), "tcp (6 sockets per peer)");
+    ck_assert_msg(!strstr(err, "LOOM_NSOCKS"), "%s", err);
+    ck_assert(loom_config_is_set("LOOM_NSOCKS"));
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    loom_config_print(f);
+    rewind(f);
+    while (fgets(line, sizeof line, f) && strncmp(line, "LOOM_NSOCKS ", 12) != 0)
+        ;
+    fclose(f);
+    ck_assert_msg(strncmp(line, "LOOM_NSOCKS ", 12) == 0 && strstr(line, "\"3\"") &&
+                      strstr(line, " env ") && strstr(line, "striped"),
+                  "%s", line);
+
+    setenv("LOOM_NSOCKS", "17", 1);
+    loom_config_reset();
+    ck_assert_str_eq(nsocks_open_info(err, sizeof err), "tcp (2 sockets per peer)");
+    ck_assert_msg(strstr(err, "LOOM_NSOCKS=\"17\" (environment): out of range 1..16"), "%s", err);
+    ck_assert(!loom_config_is_set("LOOM_NSOCKS"));
+    unsetenv("LOOM_NSOCKS");
+    loom_config_reset();
+}
+END_TEST
+
 /* ---------------------------------------------------------- job key tests */
 
 /* Keys come from LOOM_JOB_KEY (read by the bootstrap and the transport):
@@ -1181,6 +1240,7 @@ static Suite *tcp_suite(void)
     tcase_add_test(tf, test_connect_timeout_names_peer);
     tcase_add_test(tf, test_connect_refused_names_peer);
     tcase_add_test(tf, test_registry_and_arguments);
+    tcase_add_test(tf, test_nsocks_row);
     tcase_add_test(tf, test_lanes);
     tcase_add_test(tf, test_sndbuf);
     tcase_add_test(tf, test_key_same);

@@ -70,6 +70,28 @@ static struct fi_info *hints_new(const char *prov)
     return h;
 }
 
+/* ofi's own configuration rows (config.h). */
+struct ofi_knobs {
+    char provider[128]; /* LOOM_OFI_PROVIDER: "" = best available */
+};
+static struct ofi_knobs ofi_knobs;
+static const struct loom_config_var ofi_rows[] = {
+    {"LOOM_OFI_PROVIDER", LOOM_CONFIG_STRING, "", LOOM_CONFIG_FIELD(struct ofi_knobs, provider), 0,
+     0, 0,
+     "ofi transport: libfabric provider (\"tcp;ofi_rxm\", \"shm\", \"verbs;ofi_rxm\", \"efa\", ...); \"\" = best available",
+     NULL},
+};
+static struct loom_config_section ofi_section = {"ofi", ofi_rows,
+                                                 sizeof ofi_rows / sizeof ofi_rows[0], &ofi_knobs};
+LOOM_CONFIG_SECTION(ofi_section)
+
+/* LOOM_OFI_PROVIDER's value. */
+static const char *want_provider(void)
+{
+    const struct ofi_knobs *knobs = loom_config_values(&ofi_section);
+    return knobs->provider;
+}
+
 /* libfabric 1.17's shm provider moves a large message with one
  * process_vm_readv (CMA) by the receiver, holding its own region's lock
  * throughout, so a peer's next send waits for the copy to end; through its
@@ -84,7 +106,7 @@ static void shm_env_once(void)
     static int done;
     if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
         return;
-    if (strcmp(loom_config()->ofi_provider, "shm") == 0 && !getenv("FI_SHM_DISABLE_CMA")) {
+    if (strcmp(want_provider(), "shm") == 0 && !getenv("FI_SHM_DISABLE_CMA")) {
         setenv("FI_SHM_DISABLE_CMA", "1", 0);
         LOOM_INFO(LOOM_SUB_NET,
                   "ofi: shm copies through its shared buffers "
@@ -130,7 +152,7 @@ static void list_found(char *buf, size_t len)
  * (ofi_dl.c). */
 static int choose(const char **prov, char *why, size_t len)
 {
-    const char *want = loom_config()->ofi_provider;
+    const char *want = want_provider();
     struct fi_info *info = NULL;
     char dlwhy[256];
     if (loom_fi_load(dlwhy, sizeof dlwhy) != 0) {
@@ -343,7 +365,7 @@ static loom_result_t ox_init(struct loom_tx *tx)
               "ofi: rank %d: provider %s (%s), domain %s, fabric %s; %s; "
               "messages up to %zu bytes per post; %s",
               pr->rank, vp->info->fabric_attr->prov_name,
-              loom_config()->ofi_provider[0] ? "LOOM_OFI_PROVIDER" : "the best available",
+              want_provider()[0] ? "LOOM_OFI_PROVIDER" : "the best available",
               vp->info->domain_attr->name, vp->info->fabric_attr->name,
               vp->cq_fd >= 0 ? "sleeps on the completion queue's fd" : "polls (no wait fd)",
               vp->chunk, vp->need_reg ? "buffers registered (FI_MR_LOCAL)" : "no registration");

@@ -978,6 +978,20 @@ static void tcp_finalize(struct loom_tx *tx)
     tp->nactive = tp->active_cap = 0;
 }
 
+/* tcp's own configuration rows (config.h); LOOM_SOCKET_SNDBUF is core's,
+ * as ofi's tcp provider reads it too. */
+struct tcp_knobs {
+    int nsocks; /* LOOM_NSOCKS: lanes each way */
+};
+static struct tcp_knobs tcp_knobs;
+static const struct loom_config_var tcp_rows[] = {
+    {"LOOM_NSOCKS", LOOM_CONFIG_INT, "1", LOOM_CONFIG_FIELD(struct tcp_knobs, nsocks), 1, 16, 0,
+     "TCP sockets per peer and direction; large messages are striped over them", NULL},
+};
+static struct loom_config_section tcp_section = {"tcp", tcp_rows,
+                                                 sizeof tcp_rows / sizeof tcp_rows[0], &tcp_knobs};
+LOOM_CONFIG_SECTION(tcp_section)
+
 /* Set up an instance: an epoll set and a wake-up eventfd; sockets come on
  * first use (tcp_conn.c). Knobs: LOOM_NSOCKS lanes each way, LOOM_SOCKET_SNDBUF. */
 static loom_result_t tcp_init(struct loom_tx *tx)
@@ -985,6 +999,7 @@ static loom_result_t tcp_init(struct loom_tx *tx)
     struct tcp_priv *tp = tx->priv;
     const struct loom_tx_params *p = &tx->params;
     const struct loom_config *cfg = loom_config();
+    const struct tcp_knobs *knobs = loom_config_values(&tcp_section);
     tp->epfd = tp->wake_fd = -1;
     tp->wake_kind = TCP_EV_WAKE;
     tp->oob = p->oob;
@@ -994,13 +1009,13 @@ static loom_result_t tcp_init(struct loom_tx *tx)
                  p->nranks, p->oob ? "given" : "missing");
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    if (cfg->nsocks < 1 || cfg->nsocks > LOOM_TCP_MAX_SOCKS / 2) {
+    if (knobs->nsocks < 1 || knobs->nsocks > LOOM_TCP_MAX_SOCKS / 2) {
         snprintf(tx->errmsg, sizeof tx->errmsg,
-                 "tcp: %d sockets per peer and direction is not in 1..%d", cfg->nsocks,
+                 "tcp: %d sockets per peer and direction is not in 1..%d", knobs->nsocks,
                  LOOM_TCP_MAX_SOCKS / 2);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
-    tp->nsocks = 2 * cfg->nsocks; /* LOOM_NSOCKS lanes each way */
+    tp->nsocks = 2 * knobs->nsocks; /* LOOM_NSOCKS lanes each way */
     tp->sndbuf = cfg->socket_sndbuf;
     tp->key = calloc(1, sizeof *tp->key);
     if (!tp->key)

@@ -120,11 +120,29 @@ static void rc_dereg(void *ctx, void *handle)
     vp->ibv->dereg_mr(handle);
 }
 
+/* verbs' own configuration rows (config.h), passed on to verbs_gid.c. */
+struct verbs_knobs {
+    char ib_hca[128]; /* LOOM_IB_HCA: device[:port]; "" = by device_ip */
+    int ib_gid_index; /* LOOM_IB_GID_INDEX: -1 = by device_ip         */
+};
+static struct verbs_knobs verbs_knobs;
+static const struct loom_config_var verbs_rows[] = {
+    {"LOOM_IB_HCA", LOOM_CONFIG_STRING, "", LOOM_CONFIG_FIELD(struct verbs_knobs, ib_hca), 0, 0, 0,
+     "verbs transport: device[:port] to use (\"mlx5_0:1\"); \"\" = the one whose GID holds device_ip",
+     NULL},
+    {"LOOM_IB_GID_INDEX", LOOM_CONFIG_INT, "-1",
+     LOOM_CONFIG_FIELD(struct verbs_knobs, ib_gid_index), -1, 255, 0,
+     "verbs transport: GID index; -1 = the RoCE v2 GID holding the rank's device_ip", NULL},
+};
+static struct loom_config_section verbs_section = {
+    "verbs", verbs_rows, sizeof verbs_rows / sizeof verbs_rows[0], &verbs_knobs};
+LOOM_CONFIG_SECTION(verbs_section)
+
 /* Choose the device, port and GID; open it; make what every peer shares. */
 static loom_result_t open_device(struct loom_tx *tx)
 {
     struct vx_priv *vp = tx->priv;
-    const struct loom_config *cfg = loom_config();
+    const struct verbs_knobs *knobs = loom_config_values(&verbs_section);
     struct loom_verbs_topo topo;
     loom_result_t res = loom_verbs_topo_scan(vp->ibv->sysfs, &topo);
     if (res < 0)
@@ -132,8 +150,8 @@ static loom_result_t open_device(struct loom_tx *tx)
     char ifname[IF_NAMESIZE + 1];
     iface_of(tx->params.local_addr, ifname, sizeof ifname);
     char err[LOOM_TX_ERRLEN];
-    res = loom_verbs_choose(&topo, vp->ibv->sysfs, tx->params.local_addr, ifname, cfg->ib_hca,
-                            cfg->ib_gid_index, &vp->choice, err, sizeof err);
+    res = loom_verbs_choose(&topo, vp->ibv->sysfs, tx->params.local_addr, ifname, knobs->ib_hca,
+                            knobs->ib_gid_index, &vp->choice, err, sizeof err);
     loom_verbs_topo_free(&topo);
     if (res < 0)
         return loom_link_errf(tx, res, "verbs: %s", err);
