@@ -775,9 +775,13 @@ static int cmd_help(int argc, char **argv)
     return 0;
 }
 
+/* With the features, which name the transports and so link them in: the
+ * probe and the checks know their LOOM_* rows (config.h). */
 static int cmd_version(int argc, char **argv)
 {
-    printf("loom-ranktable (Loom) %s\n", PACKAGE_VERSION);
+    const char *features = "";
+    loom_get_features(&features);
+    printf("loom-ranktable (Loom) %s\nfeatures: %s\n", PACKAGE_VERSION, features);
     return 0;
 }
 

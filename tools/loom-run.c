@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loom.h"
 #include "bootstrap/bootstrap.h"
 #include "net/net.h"
 #include "base/util.h"
@@ -592,9 +593,14 @@ int main(int argc, char **argv)
         case 'h':
             run_usage(stdout);
             return 0;
-        case 'V':
-            printf("loom-run (Loom) %s\n", PACKAGE_VERSION);
+        case 'V': {
+            /* The features name the transports: this also links them in,
+             * so their LOOM_* rows are known here (config.h). */
+            const char *features = "";
+            loom_get_features(&features);
+            printf("loom-run (Loom) %s\nfeatures: %s\n", PACKAGE_VERSION, features);
             return 0;
+        }
         default:
             run_usage(stderr);
             return 2;

@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_cli.sh - every installed program answers --help (usage on stdout,
-# exit 0) and --version ("NAME (Loom) VERSION", exit 0), whatever else it
-# needs to run (no rank table, no launcher, no network).
+# exit 0) and --version ("NAME (Loom) VERSION", then optionally "features:
+# ...", exit 0), whatever else it needs to run (no rank table, no launcher,
+# no network); and every program linking Loom statically knows the rows of
+# the transports built (they live beside each transport: config.h).
 set -u
 
 builddir=${LOOM_BUILDDIR:-.}
@@ -26,8 +28,32 @@ for prog in tools/loom-info tools/loom-run tools/loom-ranktable \
         fail "$name --help: exit $rc: $(head -c 300 "$work/out" "$work/err")"
     timeout -s KILL 10 "$path" --version >"$work/out" 2>"$work/err"
     rc=$?
-    [ "$rc" -eq 0 ] && [ "$(cat "$work/out")" = "$name (Loom) $version" ] ||
+    first=$(head -n 1 "$work/out")
+    rest=$(tail -n +2 "$work/out")
+    [ "$rc" -eq 0 ] && [ "$first" = "$name (Loom) $version" ] &&
+        { [ -z "$rest" ] || [ "$(printf '%s\n' "$rest" | sed -n '/^features: ./p')" = "$rest" ]; } ||
         fail "$name --version: exit $rc: '$(cat "$work/out" "$work/err")'"
+done
+
+# One row of each transport built, set where each program reads its
+# configuration: none may be an unknown name to it.
+features=$("$builddir/tools/loom-info" | sed -n 's/^features *: //p')
+rows="LOOM_NSOCKS=2"
+case " $features " in *" ofi "*) rows="$rows LOOM_OFI_PROVIDER=shm" ;; esac
+case " $features " in *" verbs "*) rows="$rows LOOM_IB_GID_INDEX=1" ;; esac
+table=$srcdir/tests/data/ranktables/device-ip-duplicate.json
+for cmd in "tools/loom-info -c" "tools/loom-ranktable check $table" \
+           "tools/loom-run -n 1 -- true" \
+           "perf/loom-all_reduce_perf -b 8 -e 8 -n 1 -w 0" \
+           "perf/loom-all_gather_perf -b 8 -e 8 -n 1 -w 0" \
+           "perf/loom-broadcast_perf -b 8 -e 8 -n 1 -w 0" \
+           "perf/loom-reduce_scatter_perf -b 8 -e 8 -n 1 -w 0" \
+           "perf/loom-reduce_perf -b 8 -e 8 -n 1 -w 0"; do
+    # shellcheck disable=SC2086 # rows and cmd are word lists
+    env LOOM_CONF_FILE=/dev/null $rows timeout -s KILL 30 "$builddir"/$cmd \
+        >"$work/out" 2>"$work/err" </dev/null
+    grep -q "unknown variable" "$work/err" &&
+        fail "$cmd: $(grep "unknown variable" "$work/err" | head -n 3)"
 done
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
