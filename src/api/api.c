@@ -66,13 +66,10 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
                             struct loom_comm *comm, loom_stream_t stream)
 {
     const char *name = loom_op_kind_name(op->kind);
-    /* The message is the last failed call's: each call starts without one,
-     * so a call that succeeds leaves "" (a sticky error's message stays, as
+    /* The message is the last failed call's: a call that fails here sets
+     * its own, one that is submitted starts without one (queue.c), so a
+     * call that succeeds leaves "" (a sticky error's message stays, as
      * every call returns that error). */
-    pthread_mutex_lock(&comm->lock);
-    if (comm->error == LOOM_SUCCESS)
-        comm->errmsg[0] = '\0';
-    pthread_mutex_unlock(&comm->lock);
     op->prescale = op->postscale = 1.0;
     if (op->kind != LOOM_OP_BARRIER) {
         if ((unsigned)op->dtype >= LOOM_DTYPE_COUNT)
@@ -116,8 +113,10 @@ static loom_result_t submit(struct loom_op *op, loom_redop_t redop,
     op->stream = stream;
     if (op->kind == LOOM_OP_ALLREDUCE) /* float32 sums of large 16-bit calls: 2 */
         op->nseqs = loom_coalesce_seqs(op, 1);
-    if (loom_group_depth() > 0)
+    if (loom_group_depth() > 0) {
+        loom_comm_clear_errmsg(comm);
         return loom_group_add(comm, op);
+    }
     if (loom_op_kind_is_p2p(op->kind) && op->peer == comm->rank && !op->tagged)
         return bad(comm, "%s: a %s to this rank itself completes only inside a group "
                    "(loom_group_start/end) that also holds its match", name,

@@ -112,6 +112,10 @@ void loom_comm_set_error_sub(struct loom_comm *comm, unsigned subsys,
 void loom_comm_set_arg_error(struct loom_comm *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* A user's call starts without the last failed call's message; a sticky
+ * error's message stays. (queue.c clears it while numbering the call.) */
+void loom_comm_clear_errmsg(struct loom_comm *comm);
+
 /* The sticky error (LOOM_SUCCESS when none), read under the lock. */
 loom_result_t loom_comm_error(struct loom_comm *comm);
 

@@ -57,6 +57,14 @@ void loom_comm_set_arg_error(struct loom_comm *comm, const char *fmt, ...)
     LOOM_INFO(LOOM_SUB_COLL, "%s", comm->errmsg);
 }
 
+void loom_comm_clear_errmsg(struct loom_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (comm->error == LOOM_SUCCESS)
+        comm->errmsg[0] = '\0';
+    pthread_mutex_unlock(&comm->lock);
+}
+
 loom_result_t loom_comm_error(struct loom_comm *comm)
 {
     pthread_mutex_lock(&comm->lock);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -23,14 +24,16 @@ static struct loom_trace_rec *slot(struct loom_comm *comm, uint64_t seq)
 }
 
 /* Point-to-point calls have no call number of the communicator: not kept. */
-void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op)
+void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op, int running)
 {
     if (!loom_op_nseqs(op))
         return;
     struct loom_trace_rec *r = &comm->trace[op->seq % LOOM_TRACE_LEN];
+    uint64_t now = loom_tick_ns();
     *r = (struct loom_trace_rec){.seq = op->seq, .desc = loom_op_desc(op),
-                                 .count = op->count, .state = LOOM_TRACE_QUEUED,
-                                 .t_enqueue_ns = loom_now_ns()};
+                                 .count = op->count,
+                                 .state = running ? LOOM_TRACE_RUNNING : LOOM_TRACE_QUEUED,
+                                 .t_enqueue_ns = now, .t_start_ns = running ? now : 0};
 }
 
 void loom_trace_start(struct loom_comm *comm, const struct loom_op *op)
@@ -41,9 +44,20 @@ void loom_trace_start(struct loom_comm *comm, const struct loom_op *op)
     struct loom_trace_rec *r = slot(comm, op->seq);
     if (r) {
         r->state = LOOM_TRACE_RUNNING;
-        r->t_start_ns = loom_now_ns();
+        r->t_start_ns = loom_tick_ns();
     }
     pthread_mutex_unlock(&comm->lock);
+}
+
+void loom_trace_end_locked(struct loom_comm *comm, const struct loom_op *op,
+                           loom_result_t res)
+{
+    struct loom_trace_rec *r = loom_op_nseqs(op) ? slot(comm, op->seq) : NULL;
+    if (r) {
+        r->state = res < 0 ? LOOM_TRACE_FAILED : LOOM_TRACE_DONE;
+        r->result = res;
+        r->t_end_ns = loom_tick_ns();
+    }
 }
 
 void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
@@ -52,12 +66,7 @@ void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
     if (!loom_op_nseqs(op))
         return;
     pthread_mutex_lock(&comm->lock);
-    struct loom_trace_rec *r = slot(comm, op->seq);
-    if (r) {
-        r->state = res < 0 ? LOOM_TRACE_FAILED : LOOM_TRACE_DONE;
-        r->result = res;
-        r->t_end_ns = loom_now_ns();
-    }
+    loom_trace_end_locked(comm, op, res);
     pthread_mutex_unlock(&comm->lock);
 }
 
@@ -136,9 +145,13 @@ void loom_trace_dump(struct loom_comm *comm, const char *reason)
     memcpy(err, comm->errmsg, sizeof err);
     uint64_t last = comm->next_seq;
     pthread_mutex_unlock(&comm->lock);
-    uint64_t now = loom_now_ns();
-    fprintf(f, "{\"rank\":%d,\"nranks\":%d,\"comm_id\":\"%016llx\",\"pid\":%d,\"reason\":",
-            comm->rank, comm->nranks, (unsigned long long)comm->comm_id, (int)getpid());
+    uint64_t now = loom_tick_ns();
+    struct timespec tick = {0, 0};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &tick);
+    fprintf(f, "{\"rank\":%d,\"nranks\":%d,\"comm_id\":\"%016llx\",\"pid\":%d,"
+            "\"tick_ms\":%.3f,\"reason\":",
+            comm->rank, comm->nranks, (unsigned long long)comm->comm_id, (int)getpid(),
+            (double)tick.tv_sec * 1e3 + (double)tick.tv_nsec / 1e6);
     json_string(f, reason);
     fprintf(f, ",\"error\":");
     json_string(f, err);
@@ -157,14 +170,14 @@ void loom_trace_dump(struct loom_comm *comm, const char *reason)
         json_string(f, call);
         fprintf(f, ",\"state\":\"%s\",\"result\":", states[r->state & 3]);
         json_string(f, loom_result_string(r->result));
-        fprintf(f, ",\"queued_us_ago\":%.0f", (double)(now - r->t_enqueue_ns) / 1e3);
+        fprintf(f, ",\"queued_ms_ago\":%.0f", (double)(now - r->t_enqueue_ns) / 1e6);
         if (r->t_start_ns)
-            fprintf(f, ",\"wait_us\":%.0f",
-                    (double)(r->t_start_ns - r->t_enqueue_ns) / 1e3);
+            fprintf(f, ",\"wait_ms\":%.0f",
+                    (double)(r->t_start_ns - r->t_enqueue_ns) / 1e6);
         if (r->t_end_ns)
-            fprintf(f, ",\"run_us\":%.0f", (double)(r->t_end_ns - r->t_start_ns) / 1e3);
+            fprintf(f, ",\"run_ms\":%.0f", (double)(r->t_end_ns - r->t_start_ns) / 1e6);
         else if (r->t_start_ns)
-            fprintf(f, ",\"running_us\":%.0f", (double)(now - r->t_start_ns) / 1e3);
+            fprintf(f, ",\"running_ms\":%.0f", (double)(now - r->t_start_ns) / 1e6);
         fputc('}', f);
         first = 0;
     }

@@ -1,6 +1,8 @@
 /* trace.h - the flight recorder: each communicator's last LOOM_TRACE_LEN
  * calls with their state, dumped as JSON to LOOM_TRACE_DIR on a timeout, an
- * abort, or SIGUSR1, so that a hung or failed job can be read afterwards. */
+ * abort, or SIGUSR1, so that a hung or failed job can be read afterwards.
+ * Its stamps are the kernel's tick (loom_tick_ns): they say which call hung
+ * and for how long, in milliseconds, at the cost of a few ns a call. */
 #ifndef LOOM_TRACE_H
 #define LOOM_TRACE_H
 
@@ -29,11 +31,16 @@ struct loom_trace_rec {
 struct loom_comm;
 struct loom_op;
 
-/* Called with comm->lock held (enqueue) or not (start/end take it). */
-void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op);
+/* enqueue and end_locked: comm->lock held; start and end take it.
+ * running: the call starts as it is queued (a blocking call run on its
+ * caller's thread), so its start is its enqueue stamp: one clock read less
+ * on the path every small call takes. */
+void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op, int running);
 void loom_trace_start(struct loom_comm *comm, const struct loom_op *op);
 void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
                     loom_result_t res);
+void loom_trace_end_locked(struct loom_comm *comm, const struct loom_op *op,
+                           loom_result_t res);
 /* Write comm's record to LOOM_TRACE_DIR (when set). reason: "timeout",
  * "abort", "signal". Never called with comm->lock held. */
 void loom_trace_dump(struct loom_comm *comm, const char *reason);

@@ -93,6 +93,31 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
     return res;
 }
 
+/* A blocking call with nothing queued before it, run on its caller's
+ * thread (lock held on entry, busy set; released on return). It takes the
+ * lock once more, at its end: a small call's time is mostly this path's
+ * (docs/shm.md), so the sticky error it checked while being numbered is not
+ * read again, and its start is stamped when it was queued. */
+static loom_result_t run_inline(struct loom_comm *comm, struct loom_op *op)
+{
+    pthread_mutex_unlock(&comm->lock);
+    loom_result_t res = __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)
+                            ? LOOM_ERROR_ABORTED
+                            : loom_coll_run(comm, op);
+    if (res < 0) {
+        op_end(comm, op, res);
+        pthread_mutex_lock(&comm->lock);
+    } else {
+        pthread_mutex_lock(&comm->lock);
+        loom_trace_end_locked(comm, op, res);
+    }
+    comm->busy = 0;
+    if (comm->head)
+        pthread_cond_signal(&comm->work_cv);
+    pthread_mutex_unlock(&comm->lock);
+    return res;
+}
+
 /* An op taken off the queue is done (lock held): a stream's op is freed, a
  * blocking call's waiter woken. */
 static void finish(struct loom_comm *comm, struct loom_op *op, loom_result_t res)
@@ -315,19 +340,17 @@ loom_result_t loom_comm_submit(struct loom_comm *comm, struct loom_op *op)
     op->seq = nseqs ? (*counter + 1) | (op->internal ? LOOM_SEQ_INTERNAL : 0) : 0;
     *counter += nseqs;
     op->done = 0;
-    loom_trace_enqueue(comm, op);
+    /* A user's call starts without the last failed call's message (api.c);
+     * a sticky error keeps its own. */
+    if (!op->internal && comm->error == LOOM_SUCCESS)
+        comm->errmsg[0] = '\0';
+    if (!op->stream && !comm->busy && !comm->head) {
+        comm->busy = 1;
+        loom_trace_enqueue(comm, op, 1);
+        return run_inline(comm, op);
+    }
+    loom_trace_enqueue(comm, op, 0);
     if (!op->stream) {
-        if (!comm->busy && !comm->head) {
-            comm->busy = 1;
-            pthread_mutex_unlock(&comm->lock);
-            loom_result_t res = execute(comm, op);
-            pthread_mutex_lock(&comm->lock);
-            comm->busy = 0;
-            if (comm->head)
-                pthread_cond_signal(&comm->work_cv);
-            pthread_mutex_unlock(&comm->lock);
-            return res;
-        }
         append(comm, op);
         while (!op->done)
             pthread_cond_wait(&comm->done_cv, &comm->lock);
