@@ -40,6 +40,10 @@ perf/reduce_perf: perf/loom-reduce_perf$(EXEEXT)
 # interleaved per cell (python3; not installed, not run by make check).
 EXTRA_DIST += perf/compare-peers
 
+# perf/verbs-model-compare: two builds over verbs on the software model,
+# interleaved per cell (python3 and gcc; not installed, not run by make check).
+EXTRA_DIST += perf/verbs-model-compare
+
 # perf/plot: busbw and time against size for result files (sh, awk,
 # gnuplot); installed as loom-perf-plot, with the version filled in.
 EXTRA_DIST += perf/plot
