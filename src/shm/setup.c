@@ -39,7 +39,7 @@ struct shm_hello {
     uint64_t pid;
     uint64_t fd;        /* leader: memfd number; others: unused            */
     uint64_t probe;     /* address of a word holding PROBE_VALUE           */
-    uint64_t pad;
+    uint64_t crowded;   /* leader: its host has more ranks than CPUs       */
 };
 
 static void shm_free(struct loom_shm *s)
@@ -199,7 +199,8 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
     snprintf(name, sizeof name, "/loom-%016llx-%d-%d", (unsigned long long)comm->comm_id,
              s->group, (int)getpid());
     struct shm_hello mine = {.pid = (uint64_t)getpid(), .fd = (uint64_t)-1,
-                             .probe = (uint64_t)(uintptr_t)&probe_word};
+                             .probe = (uint64_t)(uintptr_t)&probe_word,
+                             .crowded = (uint64_t)comm->oversubscribed};
     if (leader && ok) {
         if (method == 0)
             fd = (int)syscall(SYS_memfd_create, "loom-shm", MFD_CLOEXEC);
@@ -227,6 +228,8 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
     for (int k = 0; k < s->n; k++)
         s->pids[k] = (pid_t)all[k].pid;
     const struct shm_hello *lead = &all[0];
+    /* the leader's view, so that every rank picks the same paths */
+    s->crowded = lead->crowded != 0;
     if (!leader && ok) {
         if (lead->fd == (uint64_t)-1) {
             ok = 0;

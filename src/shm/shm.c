@@ -31,7 +31,9 @@ static enum loom_shm_path path_of(const struct loom_comm *comm, const struct loo
      * inside each server of a hierarchical call (docs/shm.md, "Measured",
      * "Hierarchical"). */
     enum loom_shm_path best = LOOM_SHM_PATH_PIPE;
-    int small = loom_shm_ll_bytes(s, op) <= LOOM_SHM_LL_MAX;
+    size_t ll_bytes = loom_shm_ll_bytes(s, op);
+    int ahead = s->crowded && (op->kind == LOOM_OP_BROADCAST || op->kind == LOOM_OP_REDUCE);
+    int small = ll_bytes <= (ahead ? LOOM_SHM_LL_MAX : LOOM_SHM_LL_ALL);
     switch (comm->algo_forced[op->kind]) {
     case LOOM_ALGO_SHM_LL: return LOOM_SHM_PATH_LL;
     case LOOM_ALGO_SHM_COPY: return LOOM_SHM_PATH_COPY;

@@ -43,9 +43,14 @@
 #define LOOM_SHM_LL_HEAD 16u /* fingerprint bytes in a piece's line 0  */
 /* Data bytes in one piece. */
 #define LOOM_SHM_LL_CAP (LOOM_SHM_LL_DATA * LOOM_SHM_LL_LINES - LOOM_SHM_LL_HEAD)
-/* Up to this many bytes written per rank, ops take the small-message path
- * by default (docs/shm.md, "small messages", has the measurements). */
+/* Up to this many bytes written per rank, ops may take the small-message
+ * path: by default the calls of a line or so per rank
+ * (LOOM_SHM_LL_ALL), above which one copy through the slots is faster; a
+ * broadcast and a reduce up to LOOM_SHM_LL_MAX where ranks outnumber the
+ * CPUs, as their root (or non-roots) then run ahead while peers are off the
+ * CPU (docs/shm.md, "Choosing the small-message path"). */
 #define LOOM_SHM_LL_MAX (16u << 10)
+#define LOOM_SHM_LL_ALL 64u
 
 /* Fingerprints a rank keeps of its latest calls (see fp below). */
 #define LOOM_SHM_FPS (2 * LOOM_SHM_LL_SETS)
@@ -110,6 +115,7 @@ struct loom_shm {
     int n, me;                    /* local group size, my index in it       */
     int *ranks;                   /* comm rank of each local index          */
     pid_t *pids;
+    int crowded;                  /* more ranks than CPUs (the leader's view) */
     int cma;                      /* process_vm_readv works between us      */
     int push;                     /* and process_vm_writev                  */
     uint32_t epoch;               /* my phases done (mirrors ctrl[me])      */
