@@ -30,10 +30,12 @@ void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op, int ru
         return;
     struct loom_trace_rec *r = &comm->trace[op->seq % LOOM_TRACE_LEN];
     uint64_t now = loom_tick_ns();
-    *r = (struct loom_trace_rec){.seq = op->seq, .desc = loom_op_desc(op),
+    *r = (struct loom_trace_rec){.seq = op->seq,
+                                 .desc = loom_op_desc(op),
                                  .count = op->count,
                                  .state = running ? LOOM_TRACE_RUNNING : LOOM_TRACE_QUEUED,
-                                 .t_enqueue_ns = now, .t_start_ns = running ? now : 0};
+                                 .t_enqueue_ns = now,
+                                 .t_start_ns = running ? now : 0};
 }
 
 void loom_trace_start(struct loom_comm *comm, const struct loom_op *op)
@@ -49,8 +51,7 @@ void loom_trace_start(struct loom_comm *comm, const struct loom_op *op)
     pthread_mutex_unlock(&comm->lock);
 }
 
-void loom_trace_end_locked(struct loom_comm *comm, const struct loom_op *op,
-                           loom_result_t res)
+void loom_trace_end_locked(struct loom_comm *comm, const struct loom_op *op, loom_result_t res)
 {
     struct loom_trace_rec *r = loom_op_nseqs(op) ? slot(comm, op->seq) : NULL;
     if (r) {
@@ -148,7 +149,8 @@ void loom_trace_dump(struct loom_comm *comm, const char *reason)
     uint64_t now = loom_tick_ns();
     struct timespec tick = {0, 0};
     clock_getres(CLOCK_MONOTONIC_COARSE, &tick);
-    fprintf(f, "{\"rank\":%d,\"nranks\":%d,\"comm_id\":\"%016llx\",\"pid\":%d,"
+    fprintf(f,
+            "{\"rank\":%d,\"nranks\":%d,\"comm_id\":\"%016llx\",\"pid\":%d,"
             "\"tick_ms\":%.3f,\"reason\":",
             comm->rank, comm->nranks, (unsigned long long)comm->comm_id, (int)getpid(),
             (double)tick.tv_sec * 1e3 + (double)tick.tv_nsec / 1e6);
@@ -172,8 +174,7 @@ void loom_trace_dump(struct loom_comm *comm, const char *reason)
         json_string(f, loom_result_string(r->result));
         fprintf(f, ",\"queued_ms_ago\":%.0f", (double)(now - r->t_enqueue_ns) / 1e6);
         if (r->t_start_ns)
-            fprintf(f, ",\"wait_ms\":%.0f",
-                    (double)(r->t_start_ns - r->t_enqueue_ns) / 1e6);
+            fprintf(f, ",\"wait_ms\":%.0f", (double)(r->t_start_ns - r->t_enqueue_ns) / 1e6);
         if (r->t_end_ns)
             fprintf(f, ",\"run_ms\":%.0f", (double)(r->t_end_ns - r->t_start_ns) / 1e6);
         else if (r->t_start_ns)

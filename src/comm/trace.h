@@ -39,8 +39,7 @@ void loom_trace_enqueue(struct loom_comm *comm, const struct loom_op *op, int ru
 void loom_trace_start(struct loom_comm *comm, const struct loom_op *op);
 void loom_trace_end(struct loom_comm *comm, const struct loom_op *op,
                     loom_result_t res);
-void loom_trace_end_locked(struct loom_comm *comm, const struct loom_op *op,
-                           loom_result_t res);
+void loom_trace_end_locked(struct loom_comm *comm, const struct loom_op *op, loom_result_t res);
 /* Write comm's record to LOOM_TRACE_DIR (when set). reason: "timeout",
  * "abort", "signal". Never called with comm->lock held. */
 void loom_trace_dump(struct loom_comm *comm, const char *reason);

@@ -101,9 +101,8 @@ static loom_result_t execute(struct loom_comm *comm, struct loom_op *op)
 static loom_result_t run_inline(struct loom_comm *comm, struct loom_op *op)
 {
     pthread_mutex_unlock(&comm->lock);
-    loom_result_t res = __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE)
-                            ? LOOM_ERROR_ABORTED
-                            : loom_coll_run(comm, op);
+    loom_result_t res = __atomic_load_n(&comm->aborted, __ATOMIC_ACQUIRE) ? LOOM_ERROR_ABORTED
+                                                                          : loom_coll_run(comm, op);
     if (res < 0) {
         op_end(comm, op, res);
         pthread_mutex_lock(&comm->lock);

@@ -198,7 +198,8 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
     char name[96];
     snprintf(name, sizeof name, "/loom-%016llx-%d-%d", (unsigned long long)comm->comm_id,
              s->group, (int)getpid());
-    struct shm_hello mine = {.pid = (uint64_t)getpid(), .fd = (uint64_t)-1,
+    struct shm_hello mine = {.pid = (uint64_t)getpid(),
+                             .fd = (uint64_t)-1,
                              .probe = (uint64_t)(uintptr_t)&probe_word,
                              .crowded = (uint64_t)comm->oversubscribed};
     if (leader && ok) {

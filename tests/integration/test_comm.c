@@ -1050,9 +1050,10 @@ START_TEST(stall_timeout_and_flight_recorder)
     ck_assert_msg(file_has(trace_dir, "loom-trace-", "\"call\":\"allreduce(int32, 1, sum) #2\",\"state\":\"failed\""),
                   "the timed-out call is not in the dump");
     /* it ran until LOOM_TIMEOUT (3 s), stamped in ms to the tick the file names */
-    ck_assert_msg(file_has(trace_dir, "loom-trace-",
-                           "sum) #2\",\"state\":\"failed\".*\"wait_ms\":0,\"run_ms\":[23][0-9][0-9][0-9]}"),
-                  "the timed-out call's times are not in the dump");
+    ck_assert_msg(
+        file_has(trace_dir, "loom-trace-",
+                 "sum) #2\",\"state\":\"failed\".*\"wait_ms\":0,\"run_ms\":[23][0-9][0-9][0-9]}"),
+        "the timed-out call's times are not in the dump");
     ck_assert_msg(file_has(trace_dir, "loom-trace-", "\"tick_ms\":[0-9]"), "no tick in the dump");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", trace_dir);

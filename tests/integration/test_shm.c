@@ -143,8 +143,8 @@ static int matrix_rank(int rank, int n, void *arg)
     const char *bc_want = comm->oversubscribed ? "ll" : "copy";
     path = loom_shm_path_name(comm, &bc);
     if (chosen && (!path || strcmp(path, bc_want) != 0))
-        FAIL("a 1 KiB broadcast would go by %s, expected %s (%s)", path ? path : "nothing",
-             bc_want, comm->oversubscribed ? "more ranks than CPUs" : "a CPU each");
+        FAIL("a 1 KiB broadcast would go by %s, expected %s (%s)", path ? path : "nothing", bc_want,
+             comm->oversubscribed ? "more ranks than CPUs" : "a CPU each");
     /* the last two: an engine chunk per rank and one more element (set per
      * dtype below), and a large count */
     uint64_t counts[] = {0, 1, 7, (uint64_t)n - 1, 5000, 100003, 0, 1000003};
