@@ -108,7 +108,14 @@ run_case() {
         kill -KILL "${pids[2]}"; wait "${pids[2]}" 2>/dev/null
         finish "0 1 3" "0,1,3" ;;
     two)
+        # At once: every rank stopped while both die. Killed one after the
+        # other on a busy machine, rank 3 could see rank 1's death and
+        # propose to the coordinator before its own; the new communicator's
+        # set-up then waits for it (LOOM_BOOTSTRAP_TIMEOUT): a later death's
+        # case, not this one's.
+        kill -STOP "${pids[@]}"
         kill -KILL "${pids[1]}" "${pids[3]}"; wait "${pids[1]}" "${pids[3]}" 2>/dev/null
+        kill -CONT "${pids[0]}" "${pids[2]}"
         finish "0 2" "0,2" ;;
     during)
         kill -KILL "${pids[3]}"; wait "${pids[3]}" 2>/dev/null
