@@ -13,7 +13,11 @@
  * Every output line of rank r is prefixed "[r] " (stdout to stdout, stderr to
  * stderr). The first rank that fails ends the job: the others get SIGTERM,
  * then SIGKILL after 2 s, and loom-run exits with the failed rank's status
- * (128 + signal for a signal). --timeout ends the job with status 124.
+ * (128 + signal for a signal). --timeout ends the job with status 124. A
+ * signal loom-run gets itself (SIGINT, SIGTERM, SIGHUP) goes to the ranks,
+ * and loom-run then exits 128 + that signal, whatever the ranks' statuses
+ * (a rank may see a peer die before its own signal lands): the status says
+ * why the job ended, as a shell's does.
  *
  * Each rank is the leader of its own process group so that ending it also ends
  * what it started (a shell's children); signals go to that group by its id. */
@@ -68,7 +72,8 @@ struct run_job {
     int timed_out;
     int killing;        /* SIGTERM sent; SIGKILL at kill_deadline */
     double kill_deadline;
-    int nsignals;       /* SIGINT/SIGTERM received */
+    int nsignals;     /* SIGINT/SIGTERM/SIGHUP received */
+    int first_signal; /* the first of them */
     char tmpdir[PATH_MAX];
     char table[PATH_MAX];
     int master_port;    /* MASTER_PORT for env:// programs */
@@ -496,7 +501,8 @@ static int run_loop(struct run_job *job, int sigfd, double timeout)
             while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 if (si.ssi_signo == SIGCHLD)
                     continue;
-                job->nsignals++;
+                if (job->nsignals++ == 0)
+                    job->first_signal = (int)si.ssi_signo;
                 int sig = job->nsignals > 1 ? SIGKILL : (int)si.ssi_signo;
                 fprintf(stderr, "loom-run: got signal %u; sending %s to the ranks\n",
                         si.ssi_signo, sig == SIGKILL ? "SIGKILL" : strsignal(sig));
@@ -702,8 +708,8 @@ int main(int argc, char **argv)
         }
     }
     code = (job.failed_rank >= 0 || job.timed_out) ? job.exit_code : 0;
-    if (code == 0 && job.nsignals > 0)
-        code = 130;
+    if (job.nsignals > 0)
+        code = 128 + job.first_signal;
 
 out:
     run_remove_table(&job);

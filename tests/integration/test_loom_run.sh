@@ -135,5 +135,26 @@ grep -q "was killed by signal 15" "$work/err8" || fail "forwarded SIGTERM: $(cat
 [ "$secs" -lt 18 ] || fail "forwarded SIGTERM took $secs s"
 [ "$failures" -eq "$f0" ] && pass "SIGTERM forwarded"
 
+# 9. Ranks that exit with a status of their own on SIGTERM (as a rank that
+# sees its peer die before its own signal lands does): loom-run, terminated
+# itself, still exits 143.
+f0=$failures
+"$RUN" -n 2 --timeout 20 -- sh -c 'trap "exit 2" TERM; echo up; sleep 60 & wait' \
+    >"$work/out9" 2>"$work/err9" &
+pid=$!
+i=0
+while [ $i -lt 300 ]; do
+    n=$(grep -c up "$work/out9" 2>/dev/null)
+    [ "${n:-0}" -ge 2 ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
+[ $i -lt 300 ] || fail "ranks did not start"
+kill -TERM "$pid"
+wait_bounded 15 "$pid"
+[ "$rc" -eq 143 ] || fail "SIGTERM, ranks exit 2: exit $rc, want 143: $(cat "$work/err9")"
+grep -q "exited with status 2" "$work/err9" || fail "SIGTERM, ranks exit 2: $(cat "$work/err9")"
+[ "$failures" -eq "$f0" ] && pass "SIGTERM to loom-run: 143 whatever the ranks say"
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 exit 0
