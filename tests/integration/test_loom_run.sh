@@ -114,19 +114,24 @@ done
 [ "$failures" -eq "$f0" ] && pass "bad arguments"
 
 # 8. SIGTERM to loom-run is forwarded: the ranks end and loom-run reports it.
+# start_two OUT ERR CMD: loom-run -n 2 of sh -c CMD in the background (pid),
+# back once both ranks printed "up" (bounded: OUT may not exist at first).
+start_two() {
+    "$RUN" -n 2 --timeout 20 -- sh -c "$3" >"$1" 2>"$2" &
+    pid=$!
+    local i=0 n
+    while [ $i -lt 300 ]; do
+        n=$(grep -c up "$1" 2>/dev/null)
+        [ "${n:-0}" -ge 2 ] && return
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "ranks did not start"
+}
+
 f0=$failures
 start=$(date +%s)
-"$RUN" -n 2 --timeout 20 -- sh -c 'echo up; exec sleep 60' >"$work/out8" 2>"$work/err8" &
-pid=$!
-i=0
-# Wait (bounded) until both ranks run; out8 may not exist yet at first.
-while [ $i -lt 300 ]; do
-    n=$(grep -c up "$work/out8" 2>/dev/null)
-    [ "${n:-0}" -ge 2 ] && break
-    sleep 0.1
-    i=$((i + 1))
-done
-[ $i -lt 300 ] || fail "ranks did not start"
+start_two "$work/out8" "$work/err8" 'echo up; exec sleep 60'
 kill -TERM "$pid"
 wait_bounded 15 "$pid"
 secs=$(( $(date +%s) - start ))
@@ -139,17 +144,7 @@ grep -q "was killed by signal 15" "$work/err8" || fail "forwarded SIGTERM: $(cat
 # sees its peer die before its own signal lands does): loom-run, terminated
 # itself, still exits 143.
 f0=$failures
-"$RUN" -n 2 --timeout 20 -- sh -c 'trap "exit 2" TERM; echo up; sleep 60 & wait' \
-    >"$work/out9" 2>"$work/err9" &
-pid=$!
-i=0
-while [ $i -lt 300 ]; do
-    n=$(grep -c up "$work/out9" 2>/dev/null)
-    [ "${n:-0}" -ge 2 ] && break
-    sleep 0.1
-    i=$((i + 1))
-done
-[ $i -lt 300 ] || fail "ranks did not start"
+start_two "$work/out9" "$work/err9" 'trap "exit 2" TERM; echo up; sleep 60 & wait'
 kill -TERM "$pid"
 wait_bounded 15 "$pid"
 [ "$rc" -eq 143 ] || fail "SIGTERM, ranks exit 2: exit $rc, want 143: $(cat "$work/err9")"
