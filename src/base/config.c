@@ -181,9 +181,9 @@ static void config_flush_warnings(void)
     pthread_mutex_unlock(&config_warn_lock);
     if (!pending)
         return;
-    if (loom_log_level_cur < 0)
+    if (__atomic_load_n(&loom_log_level_cur, __ATOMIC_ACQUIRE) < 0)
         loom_log_init();
-    if (loom_log_level_cur < 0)
+    if (__atomic_load_n(&loom_log_level_cur, __ATOMIC_ACQUIRE) < 0)
         return; /* inside the logger's setup */
 
     pthread_mutex_lock(&config_warn_lock);
@@ -200,7 +200,7 @@ static void config_flush_warnings(void)
     config_nwarn_dropped = 0;
     pthread_mutex_unlock(&config_warn_lock);
 
-    if (loom_log_level_cur >= LOOM_LOG_WARN && (loom_log_subsys_cur & LOOM_SUB_CONFIG)) {
+    if (loom_log_enabled(LOOM_LOG_WARN, LOOM_SUB_CONFIG)) {
         for (int i = 0; batch && i < n; i++)
             loom_log_write(LOOM_LOG_WARN, LOOM_SUB_CONFIG, __FILE__, __LINE__, "%s",
                            batch[i]);

@@ -120,7 +120,7 @@ static void log_setup(void)
                 log_fd = fd;
         }
     }
-    loom_log_subsys_cur = cfg->debug_subsys;
+    __atomic_store_n(&loom_log_subsys_cur, cfg->debug_subsys, __ATOMIC_RELAXED);
     __atomic_store_n(&loom_log_level_cur, cfg->debug_level, __ATOMIC_RELEASE);
 
     log_in_setup = 0;
@@ -184,7 +184,8 @@ void loom_log_write(int level, unsigned subsys, const char *file, int line, cons
                  log_subsys_name(subsys));
     size_t len = n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
 
-    if (loom_log_level_cur >= LOOM_LOG_TRACE && file && len < cap) {
+    if (__atomic_load_n(&loom_log_level_cur, __ATOMIC_RELAXED) >= LOOM_LOG_TRACE && file &&
+        len < cap) {
         const char *base = strrchr(file, '/');
         n = snprintf(buf + len, cap - len, "%s:%d ", base ? base + 1 : file, line);
         if (n > 0)

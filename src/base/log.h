@@ -35,11 +35,17 @@ void loom_log_set_rank(int rank);
 void loom_log_write(int level, unsigned subsys, const char *file, int line,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* The level and subsystems are read atomically: another thread may be
+ * setting them up (the first log line of a process, or after
+ * loom_config_reset). */
 static inline int loom_log_enabled(int level, unsigned subsys)
 {
-    if (__builtin_expect(loom_log_level_cur < 0, 0))
+    int cur = __atomic_load_n(&loom_log_level_cur, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(cur < 0, 0)) {
         loom_log_init();
-    return loom_log_level_cur >= level && (loom_log_subsys_cur & subsys);
+        cur = __atomic_load_n(&loom_log_level_cur, __ATOMIC_ACQUIRE);
+    }
+    return cur >= level && (__atomic_load_n(&loom_log_subsys_cur, __ATOMIC_RELAXED) & subsys);
 }
 
 #define LOOM_LOG(level, subsys, ...)                                           \
