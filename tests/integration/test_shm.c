@@ -306,8 +306,12 @@ static int mismatch_rank(int rank, int n, void *arg)
 {
     const struct cfg *c = arg;
     loom_comm_t comm;
-    if (join(c, rank, &comm) != LOOM_SUCCESS)
-        return 1;
+    loom_result_t joined = join(c, rank, &comm);
+    /* On the other server a rank may still be setting up the communicator
+     * between servers when its peer there, done with it, fails the
+     * mismatched call: its init then fails with that failure. */
+    if (joined != LOOM_SUCCESS)
+        return c->hier && rank >= n / 2 && joined == LOOM_ERROR_REMOTE ? 0 : 1;
     uint64_t count = c->path && (!strcmp(c->path, "ll") || !strcmp(c->path, "copy")) ? 100 : 100003;
     uint64_t mine = rank == 0 ? count + 8 : count;
     float *x = calloc(count + 8, sizeof *x);
