@@ -54,13 +54,22 @@ static loom_result_t between(struct loom_comm *comm, const struct loom_op *paren
     op->mem = parent->mem;
     loom_result_t res = loom_coll_run(sub, op);
     if (res < 0) {
-        char what[160];
+        char what[160], dead[300];
         loom_op_describe(parent, what, sizeof what);
-        loom_comm_set_error(comm, res, "%s: between servers: %s", what, sub->errmsg);
-        /* sub's rank k is this rank's local index on server k */
-        int server, index, size;
-        loom_shm_servers(comm, &server, &index, &size);
-        comm->blame = sub->blame >= 0 ? loom_shm_rank_of(comm, sub->blame, index) : -1;
+        /* A rank of this server that died is the nearer cause: the network
+         * may have told this rank only that a rank of another server failed,
+         * having heard of it from the dead rank's other peers. */
+        int d = loom_shm_dead_peer(comm, dead, sizeof dead);
+        if (d >= 0) {
+            loom_comm_set_error(comm, res, "%s: %s; between servers: %s", what, dead, sub->errmsg);
+            comm->blame = d;
+        } else {
+            loom_comm_set_error(comm, res, "%s: between servers: %s", what, sub->errmsg);
+            /* sub's rank k is this rank's local index on server k */
+            int server, index, size;
+            loom_shm_servers(comm, &server, &index, &size);
+            comm->blame = sub->blame >= 0 ? loom_shm_rank_of(comm, sub->blame, index) : -1;
+        }
         /* the ranks of this server may wait on this one outside the step */
         loom_shm_fail(comm, parent, comm->blame);
     }

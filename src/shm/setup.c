@@ -435,6 +435,8 @@ void loom_shm_destroy(struct loom_comm *comm)
     struct loom_shm *s = comm->shm;
     if (!s)
         return;
+    /* a peer that finds this process gone later knows it did not die */
+    __atomic_store_n(&s->ctrl[s->me].left, 1, __ATOMIC_RELEASE);
     shm_free(s);
     comm->shm = NULL;
 }

@@ -1,6 +1,7 @@
 /* shm.c - which ops go through shared memory, and running them. */
 #include "build_config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "shm.h"
@@ -131,6 +132,23 @@ void loom_shm_fail(struct loom_comm *comm, const struct loom_op *op, int blame)
         return;
     struct loom_shm_ctx x = {.comm = comm, .s = comm->shm, .op = op};
     loom_shm_mark_failed(&x, blame);
+}
+
+int loom_shm_dead_peer(struct loom_comm *comm, char *buf, size_t len)
+{
+    struct loom_shm *s = comm->shm;
+    if (!s)
+        return -1;
+    for (int k = 0; k < s->n; k++) {
+        const struct loom_shm_ctrl *c = &s->ctrl[k];
+        if (k == s->me || __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) ||
+            __atomic_load_n(&c->left, __ATOMIC_ACQUIRE) || !loom_shm_pid_gone(s->pids[k]))
+            continue;
+        snprintf(buf, len, "%s died (process %d is gone)", loom_comm_describe(comm, s->ranks[k]),
+                 (int)s->pids[k]);
+        return s->ranks[k];
+    }
+    return -1;
 }
 
 void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op)

@@ -78,6 +78,13 @@ loom_result_t loom_shm_allreduce_mid(struct loom_comm *comm, struct loom_op *op,
  * find its process gone. */
 void loom_shm_fail(struct loom_comm *comm, const struct loom_op *op, int blame);
 
+/* A rank of this server whose process is gone though it neither failed
+ * (raised its failed flag) nor destroyed its communicator: it died. For a
+ * failure met outside the engine, whose own message may name only the
+ * rank that relayed it. Returns its comm rank, described in buf; -1 when
+ * there is none (or no shared memory). */
+int loom_shm_dead_peer(struct loom_comm *comm, char *buf, size_t len);
+
 /* Announce op, which runs over the network (alltoall, gather, scatter),
  * so that a local rank waiting here in another call can name it. */
 void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op);

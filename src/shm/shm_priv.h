@@ -70,6 +70,7 @@ struct loom_shm_ctrl {
     int32_t pid;
     uint32_t failed;                        /* this rank's op failed      */
     int32_t blame;                          /* comm rank it blames, -1    */
+    uint32_t left;                          /* destroyed its communicator */
     uint64_t failed_seq;                    /* in which call (0: unknown) */
     /* the fingerprint of this rank's call #seq, at [seq % LOOM_SHM_FPS]: a
      * peer is fewer calls ahead (small calls let it run up to

@@ -20,6 +20,8 @@
  *   off:    LOOM_SHM=0 sets up no segment;
  *   kill:   one rank SIGKILLs itself mid-allreduce: the others fail within
  *           seconds naming it, and nothing is left in /dev/shm;
+ *   dead peer: of ranks gone after failing, after destroying their
+ *           communicator and killed, only the killed one counts as dead;
  *   late failure: a rank that failed in a later call than the one its
  *           peers are still in (it finished its part of theirs) does not
  *           fail that call; one that failed in the same call does;
@@ -246,6 +248,51 @@ static int kill_rank(int rank, int n, void *arg)
         }
     }
     free(x);
+    loom_comm_destroy(comm);
+    return fails ? 3 : 0;
+}
+
+/* Of three ranks whose processes are gone, only the one killed died: rank 1
+ * raised its failed flag first, rank 2 destroyed its communicator, rank 3
+ * was killed. Rank 0, which outlives them, must name rank 3 alone (coll/
+ * hier.c asks so when a network step fails). */
+static int dead_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    loom_comm_t comm;
+    if (join(c, rank, &comm) != LOOM_SUCCESS)
+        return 1;
+    char buf[300];
+    /* none can be gone before rank 0's part of the allreduce */
+    if (rank == 0 && loom_shm_dead_peer(comm, buf, sizeof buf) >= 0)
+        FAIL("a peer died while all were alive: %s", buf);
+    float x = 1;
+    if (loom_allreduce(&x, &x, 1, LOOM_FLOAT32, LOOM_SUM, comm, NULL) != LOOM_SUCCESS) {
+        FAIL("allreduce: %s", loom_get_error_string(comm));
+        return 3;
+    }
+    if (rank == 1) {
+        loom_shm_fail(comm, NULL, -1);
+        return 0; /* gone without destroying its communicator */
+    }
+    if (rank == 2) {
+        loom_comm_destroy(comm);
+        return 0;
+    }
+    if (rank == 3)
+        raise(SIGKILL);
+    struct loom_shm *s = comm->shm;
+    double t0 = harness_now();
+    while (!(loom_shm_pid_gone(s->pids[1]) && loom_shm_pid_gone(s->pids[2]) &&
+             loom_shm_pid_gone(s->pids[3])) &&
+           harness_now() - t0 < 20) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    int d = loom_shm_dead_peer(comm, buf, sizeof buf);
+    if (d != 3 || !strstr(buf, "rank 3 ") || !strstr(buf, "died"))
+        FAIL("the dead peer is %d (%s), not rank 3", d, d >= 0 ? buf : "none");
+    (void)n;
     loom_comm_destroy(comm);
     return fails ? 3 : 0;
 }
@@ -794,6 +841,16 @@ int main(void)
                kill_ok && !left ? "PASS" : "FAIL", pnames[p], st[0], st[1], st[2], st[3],
                left);
         failed |= !kill_ok || left;
+    }
+    if (!skipped("dead peer")) {
+        c = (struct cfg){.table = single};
+        int st[4];
+        set_port();
+        harness_run(4, dead_rank, &c, 60, st);
+        int ok = st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 128 + SIGKILL;
+        printf("%s dead peer: ranks exited %d %d %d %d\n", ok ? "PASS" : "FAIL", st[0], st[1],
+               st[2], st[3]);
+        failed |= !ok;
     }
     harness_counter_free(passed);
     unlink(two2);
