@@ -3,7 +3,8 @@
 # exit 0) and --version ("NAME (Loom) VERSION", then optionally "features:
 # ...", exit 0), whatever else it needs to run (no rank table, no launcher,
 # no network); and every program linking Loom statically knows the rows of
-# the transports built (they live beside each transport: config.h).
+# the transports built (they live beside each transport: config.h); and the
+# example etc/loom.conf names every variable and loads without a warning.
 set -u
 
 builddir=${LOOM_BUILDDIR:-.}
@@ -55,6 +56,26 @@ for cmd in "tools/loom-info -c" "tools/loom-ranktable check $table" \
     grep -q "unknown variable" "$work/err" &&
         fail "$cmd: $(grep "unknown variable" "$work/err" | head -n 3)"
 done
+
+# The shipped example etc/loom.conf names every variable loom-info -c lists;
+# with its example lines uncommented, each is read from the file without a
+# warning (a transport not built: its rows are unknown, and said so).
+conf=$srcdir/etc/loom.conf
+for name in $("$builddir/tools/loom-info" -c | sed -n 's/^\(LOOM_[A-Z0-9_]*\) .*/\1/p'); do
+    grep -q "^#$name=\|^#   $name " "$conf" || fail "etc/loom.conf does not name $name"
+done
+sed -n 's/^#\(LOOM_[A-Z0-9_]*=\)/\1/p' "$conf" >"$work/conf"
+LOOM_CONF_FILE=$work/conf "$builddir/tools/loom-info" -c >"$work/out" 2>"$work/err"
+unbuilt=""
+case " $features " in *" ofi "*) ;; *) unbuilt="$unbuilt LOOM_OFI_PROVIDER" ;; esac
+case " $features " in *" verbs "*) ;; *) unbuilt="$unbuilt LOOM_IB_HCA LOOM_IB_GID_INDEX" ;; esac
+for name in $(sed -n 's/^\(LOOM_[A-Z0-9_]*\)=.*/\1/p' "$work/conf"); do
+    case " $unbuilt " in *" $name "*) continue ;; esac
+    grep -q "^$name .* file:$work/conf:" "$work/out" ||
+        fail "etc/loom.conf's $name is not read from the file: $(grep "^$name " "$work/out")"
+done
+grep -v "unknown variable" "$work/err" | grep -q . &&
+    fail "etc/loom.conf, uncommented: $(head -n 3 "$work/err")"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all programs answer --help and --version"
