@@ -112,17 +112,38 @@ int loom_oob_poll(struct loom_oob *v, uint32_t tag, int peer, int *from, void **
     return rc;
 }
 
+/* Ask job rank jr whether it is alive (lock held): a refused connection
+ * sets its error; the answer, a message under the tag, says only yes. */
+static void ping(struct oob_job *j, uint64_t ns, int jr)
+{
+    struct oob_msg *m = loom_oob_msg_new(ns, j->rank, LOOM_OOB_TAG_PING, LOOM_OOB_KIND_GET, NULL,
+                                         0);
+    if (m)
+        loom_oob_enqueue(j, jr, m);
+}
+
 loom_result_t loom_oob_recv(struct loom_oob *v, uint32_t tag, int peer, double timeout,
                             int *from, void **buf, size_t *len)
 {
     struct oob_job *j = v->job;
-    double until = loom_now() + timeout;
+    double now = loom_now(), until = now + timeout, next_ping = now + OOB_RECV_PING;
     pthread_mutex_lock(&j->lock);
     for (;;) {
         int rc = take(v, tag, peer, from, buf, len);
         if (rc == 1) {
             pthread_mutex_unlock(&j->lock);
             return LOOM_SUCCESS;
+        }
+        /* A peer that died sends nothing and is sent nothing: only a
+         * connection to its port finds it gone (ping answers are dropped). */
+        if (rc == 0 && peer >= 0 && tag != LOOM_OOB_TAG_PING && j->complete) {
+            void *p;
+            while (take(v, LOOM_OOB_TAG_PING, peer, NULL, &p, NULL) == 1)
+                free(p);
+            if ((now = loom_now()) >= next_ping) {
+                ping(j, v->ns, loom_oob_job_rank(v, peer));
+                next_ping = now + OOB_RECV_PING;
+            }
         }
         loom_result_t res = rc < 0 ? rc : view_error(v, peer);
         if (res == LOOM_SUCCESS && j->aborted) {

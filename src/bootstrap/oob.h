@@ -116,7 +116,9 @@ loom_result_t loom_oob_send(struct loom_oob *oob, int peer, uint32_t tag,
 int loom_oob_poll(struct loom_oob *oob, uint32_t tag, int peer, int *from,
                   void **buf, size_t *len);
 /* The same, waiting up to timeout seconds (LOOM_ERROR_TIMEOUT naming the
- * peer; LOOM_ERROR_ABORTED after loom_oob_abort). */
+ * peer; LOOM_ERROR_ABORTED after loom_oob_abort). Waiting on one peer of a
+ * complete table pings it every second: one that died fails the wait with
+ * LOOM_ERROR_REMOTE within about a second (see loom_oob_peer_error). */
 loom_result_t loom_oob_recv(struct loom_oob *oob, uint32_t tag, int peer,
                             double timeout, int *from, void **buf, size_t *len);
 /* Answer every lookup of tag with this blob without waking anyone:

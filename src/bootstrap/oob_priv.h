@@ -27,6 +27,7 @@
 #define OOB_INS_MAX 256
 #define OOB_BACKOFF_MIN 0.01
 #define OOB_BACKOFF_MAX 0.5
+#define OOB_RECV_PING 1.0 /* seconds between pings of the rank a receive waits on */
 
 struct oob_msg {
     struct oob_msg *next;

@@ -33,6 +33,7 @@
 #define PROBE_VALUE 0x70726f6265d00d11ull
 
 int loom_shm_test_no_cma;
+int loom_shm_test_exit;
 
 /* What each rank tells the others at setup. */
 struct shm_hello {
@@ -141,50 +142,67 @@ static int probe_cma(struct loom_shm *s, const struct shm_hello *all)
 
 /* Gather len bytes from every local rank at the leader and hand the whole
  * set back to each (through the out-of-band service: nothing touches the
- * network transport, and ranks of other servers are not involved). */
+ * network transport, and ranks of other servers are not involved). The
+ * answer's first byte is 1, then the set; or 0, then the leader's error:
+ * a rank that never reported leaves the others waiting on the leader,
+ * which is alive, unless it tells them. */
 static loom_result_t local_allgather(struct loom_comm *comm, struct loom_shm *s,
                                      uint32_t tag, const void *mine, void *all, size_t len)
 {
     double timeout = comm->bootstrap_timeout;
+    size_t total = (size_t)s->n * len;
     memcpy((char *)all + (size_t)s->me * len, mine, len);
     if (s->me != 0) {
         LOOM_CHECK(loom_oob_send(comm->oob, s->ranks[0], tag, mine, len));
-        void *buf = NULL;
+        uint8_t *buf = NULL;
         size_t got = 0;
-        loom_result_t res = loom_oob_recv(comm->oob, tag, s->ranks[0], timeout, NULL, &buf,
+        loom_result_t res = loom_oob_recv(comm->oob, tag, s->ranks[0], timeout, NULL, (void **)&buf,
                                           &got);
-        if (res == LOOM_SUCCESS && got != (size_t)s->n * len)
+        if (res == LOOM_SUCCESS && got >= 1 && buf[0] == 0) {
+            loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
+                                "the local leader (rank %d) gave "
+                                "up: %.*s",
+                                s->ranks[0], (int)(got - 1), (const char *)buf + 1);
+            free(buf);
+            return LOOM_ERROR_REMOTE;
+        }
+        if (res == LOOM_SUCCESS && (got != 1 + total || buf[0] != 1))
             res = LOOM_ERROR_PROTOCOL;
         if (res == LOOM_SUCCESS)
-            memcpy(all, buf, got);
+            memcpy(all, buf + 1, total);
         free(buf);
         if (res < 0)
-            loom_comm_set_error(comm, res, "rank %d: shared-memory set-up: the local "
-                                "leader (rank %d) did not answer: %s", comm->rank,
-                                s->ranks[0], loom_oob_error(comm->oob));
+            loom_comm_set_error(
+                comm, res, "the local leader (rank %d) did not answer: %s", s->ranks[0],
+                res == LOOM_ERROR_PROTOCOL ? "a malformed answer" : loom_oob_error(comm->oob));
         return res;
     }
-    for (int k = 1; k < s->n; k++) {
+    loom_result_t res = LOOM_SUCCESS;
+    for (int k = 1; k < s->n && res == LOOM_SUCCESS; k++) {
         void *buf = NULL;
         size_t got = 0;
-        loom_result_t res = loom_oob_recv(comm->oob, tag, s->ranks[k], timeout, NULL, &buf,
-                                          &got);
+        res = loom_oob_recv(comm->oob, tag, s->ranks[k], timeout, NULL, &buf, &got);
         if (res == LOOM_SUCCESS && got != len)
             res = LOOM_ERROR_PROTOCOL;
         if (res == LOOM_SUCCESS)
             memcpy((char *)all + (size_t)k * len, buf, len);
         free(buf);
-        if (res < 0) {
-            loom_comm_set_error(comm, res, "rank %d: shared-memory set-up: %s did not "
-                                "report: %s", comm->rank,
-                                loom_comm_describe(comm, s->ranks[k]),
-                                loom_oob_error(comm->oob));
-            return res;
-        }
+        if (res < 0)
+            loom_comm_set_error(
+                comm, res, "%s did not report: %s", loom_comm_describe(comm, s->ranks[k]),
+                res == LOOM_ERROR_PROTOCOL ? "a malformed report" : loom_oob_error(comm->oob));
     }
+    /* set-up runs before the progress thread: errmsg is this thread's */
+    size_t n = res == LOOM_SUCCESS ? 1 + total : 1 + strlen(comm->errmsg);
+    uint8_t *out = malloc(n);
+    if (!out)
+        return LOOM_ERROR_NO_MEMORY;
+    out[0] = res == LOOM_SUCCESS;
+    memcpy(out + 1, res == LOOM_SUCCESS ? all : (const void *)comm->errmsg, n - 1);
     for (int k = 1; k < s->n; k++)
-        LOOM_CHECK(loom_oob_send(comm->oob, s->ranks[k], tag, all, (size_t)s->n * len));
-    return LOOM_SUCCESS;
+        loom_oob_send(comm->oob, s->ranks[k], tag, out, n);
+    free(out);
+    return res;
 }
 
 /* One attempt to share a segment: by memfd (method 0) or by name (1).
@@ -222,6 +240,8 @@ static loom_result_t attempt(struct loom_comm *comm, struct loom_shm *s, int met
             shm_unlink(name);
         return LOOM_ERROR_NO_MEMORY;
     }
+    if (loom_shm_test_exit)
+        _exit(loom_shm_test_exit);
     loom_result_t res = local_allgather(comm, s, LOOM_OOB_TAG_SHM_HELLO + (uint32_t)method,
                                         &mine, all, sizeof mine);
     if (res < 0)

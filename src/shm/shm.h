@@ -93,5 +93,8 @@ void loom_shm_note_call(struct loom_comm *comm, const struct loom_op *op);
  * two-copy path even where cross-memory attach works; 2 lets it read its
  * peers but not write them (as where only process_vm_writev is refused). */
 extern int loom_shm_test_no_cma;
+/* For tests: nonzero makes a rank exit with this status where it would send
+ * its hello to its server's leader (as one that dies during set-up). */
+extern int loom_shm_test_exit;
 
 #endif

@@ -20,6 +20,8 @@
  *   off:    LOOM_SHM=0 sets up no segment;
  *   kill:   one rank SIGKILLs itself mid-allreduce: the others fail within
  *           seconds naming it, and nothing is left in /dev/shm;
+ *   set-up death: a rank (a leader, another) that dies during the set-up
+ *           fails the others' init within seconds, naming it;
  *   dead peer: of ranks gone after failing, after destroying their
  *           communicator and killed, only the killed one counts as dead;
  *   late failure: a rank that failed in a later call than the one its
@@ -249,6 +251,39 @@ static int kill_rank(int rank, int n, void *arg)
     }
     free(x);
     loom_comm_destroy(comm);
+    return fails ? 3 : 0;
+}
+
+/* Rank c->kill_rank exits (status 9) where it would send its hello to its
+ * server's leader: the others' init fails within seconds, well before
+ * LOOM_BOOTSTRAP_TIMEOUT, naming a rank gone: it (the leader finds it
+ * gone, the others hear so from the leader), or the leader that left. */
+static int setup_death_rank(int rank, int n, void *arg)
+{
+    const struct cfg *c = arg;
+    (void)n;
+    if (rank == c->kill_rank)
+        loom_shm_test_exit = 9;
+    double t0 = harness_now();
+    loom_comm_t comm;
+    loom_result_t res = loom_comm_init_ranktable(c->table, rank, &comm);
+    double dt = harness_now() - t0;
+    const char *msg = loom_get_error_string(NULL);
+    char want[32];
+    snprintf(want, sizeof want, "rank %d is gone", c->kill_rank);
+    if (res == LOOM_SUCCESS) {
+        FAIL("init succeeded with rank %d gone", c->kill_rank);
+        loom_comm_destroy(comm);
+    } else if (!strstr(msg, want) && !strstr(msg, "rank 0 is gone")) {
+        /* (rank 0 may fail first, in the bootstrap: the dead rank's last
+         * message to it went down with it, and the others find rank 0 gone) */
+        FAIL("init failed (%s) without naming rank %d gone: %s", loom_result_string(res),
+             c->kill_rank, msg);
+    } else if (dt > 15) {
+        FAIL("init took %.1f s to fail: %s", dt, msg);
+    } else {
+        fprintf(stderr, "rank %d: as expected after %.2f s: %s\n", rank, dt, msg);
+    }
     return fails ? 3 : 0;
 }
 
@@ -841,6 +876,21 @@ int main(void)
                kill_ok && !left ? "PASS" : "FAIL", pnames[p], st[0], st[1], st[2], st[3],
                left);
         failed |= !kill_ok || left;
+    }
+    for (int k = 0; k < 2 && !skipped("set-up death"); k++) {
+        c = (struct cfg){.table = single, .kill_rank = k ? 0 : 2};
+        int st[4];
+        char name[64];
+        snprintf(name, sizeof name, "set-up death: rank %d", c.kill_rank);
+        set_port();
+        double t0 = harness_now();
+        harness_run(4, setup_death_rank, &c, 60, st);
+        int ok = 1;
+        for (int r = 0; r < 4; r++)
+            ok &= st[r] == (r == c.kill_rank ? 9 : 0);
+        printf("%s %s: ranks exited %d %d %d %d (%.1f s)\n", ok ? "PASS" : "FAIL", name, st[0],
+               st[1], st[2], st[3], harness_now() - t0);
+        failed |= !ok;
     }
     if (!skipped("dead peer")) {
         c = (struct cfg){.table = single};
