@@ -430,15 +430,17 @@ typedef struct loom_shrink_params {
  * messages describe a rank also by its rank in comm).
  *  - Failed set: the excluded ranks, and every rank found dead (its port
  *    refuses connections: the process is gone; or no answer within
- *    LOOM_BOOTSTRAP_TIMEOUT). A rank that dies during the shrink is added;
- *    one that dies after the decision is named by the first call on
- *    *newcomm that needs it (shrink *newcomm then). Every rank that returns
- *    LOOM_SUCCESS has the same members, or else every rank fails: never two
- *    answers, never a hang.
+ *    LOOM_BOOTSTRAP_TIMEOUT). A rank that dies during the agreement is
+ *    added; one that dies after the decision fails the shrink within
+ *    seconds on the ranks whose set-up of *newcomm waits for it, naming it,
+ *    and is named by the first call on *newcomm that needs it where the
+ *    set-up was done (shrink *newcomm then). Every rank that returns
+ *    LOOM_SUCCESS has the same members: never two answers, never a hang.
  *  - A live rank that does not call it within the timeout makes it fail
  *    on the others with LOOM_ERROR_TIMEOUT naming that rank.
  *  - With no failure and no exclusion, *newcomm has every rank of comm.
- * A communicator can be shrunk once. Calls on comm in flight are waited
+ * A communicator can be shrunk once, and not again after a failed shrink
+ * (its ranks may have parted ways). Calls on comm in flight are waited
  * for (LOOM_SHRINK_ABORT fails them instead). comm stays to be destroyed;
  * that never waits for a dead rank. On failure loom_get_error_string(NULL)
  * says why. */

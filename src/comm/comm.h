@@ -69,7 +69,7 @@ struct loom_comm {
 
     int aborted;                  /* set by abort and revoke (atomic access) */
     int revoked;                  /* revoked here or by a peer (atomic)     */
-    int shrunk;                   /* loom_comm_shrink was called on it      */
+    int shrunk;                   /* loom_comm_shrink was called: 1; failed: 2 */
     /* a shrunk communicator: a view of its parent's namespace, where the
      * agreement's decision stays published while it lives (bootstrap/agree.h) */
     struct loom_oob *agree_oob;

@@ -108,18 +108,35 @@ static loom_result_t shrink(struct loom_comm *comm, const loom_shrink_params_t *
                                   p->exclude ? p->exclude[i] : -1, n - 1);
             return LOOM_ERROR_INVALID_ARGUMENT;
         }
-    if (__atomic_exchange_n(&comm->shrunk, 1, __ATOMIC_ACQ_REL)) {
-        loom_set_thread_error("loom_comm_shrink: rank %d: this communicator was shrunk "
-                              "already (shrink the communicator it gave)", comm->rank);
+    int was = __atomic_exchange_n(&comm->shrunk, 1, __ATOMIC_ACQ_REL);
+    if (was) {
+        /* after a failed shrink the ranks may have parted ways (some with a
+         * new communicator): no second agreement could bring them together */
+        if (was == 2)
+            loom_set_thread_error("loom_comm_shrink: rank %d: an earlier shrink of this "
+                                  "communicator failed; it cannot be shrunk again (create "
+                                  "a new communicator)",
+                                  comm->rank);
+        else
+            loom_set_thread_error("loom_comm_shrink: rank %d: this communicator was shrunk "
+                                  "already (shrink the communicator it gave)",
+                                  comm->rank);
+        __atomic_store_n(&comm->shrunk, was, __ATOMIC_RELEASE);
         return LOOM_ERROR_INVALID_ARGUMENT;
     }
     if (p->flags & LOOM_SHRINK_ABORT)
         revoke_local(comm, "the communicator is being shrunk (LOOM_SHRINK_ABORT)");
-    LOOM_CHECK(quiesce(comm, timeout));
     uint8_t *suspect = calloc((size_t)n, 1), *exclude = calloc((size_t)n, 1),
             *failed = calloc((size_t)n, 1);
     int *members = calloc((size_t)n, sizeof *members);
-    loom_result_t res = LOOM_ERROR_NO_MEMORY;
+    loom_result_t res = quiesce(comm, timeout);
+    if (res < 0) {
+        /* nothing was agreed: the caller may try again (with LOOM_SHRINK_ABORT) */
+        __atomic_store_n(&comm->shrunk, 0, __ATOMIC_RELEASE);
+        was = -1;
+        goto out;
+    }
+    res = LOOM_ERROR_NO_MEMORY;
     if (!suspect || !exclude || !failed || !members)
         goto out;
     for (int i = 0; i < p->nexclude; i++)
@@ -195,6 +212,8 @@ static loom_result_t shrink(struct loom_comm *comm, const loom_shrink_params_t *
         nc->agree_oob = NULL;
     *out = nc;
 out:
+    if (res < 0 && was == 0)
+        __atomic_store_n(&comm->shrunk, 2, __ATOMIC_RELEASE);
     free(suspect);
     free(exclude);
     free(failed);

@@ -21,7 +21,8 @@
  * FAILED <unix time> <why>,
  * SHRINKING, SHRUNK <members> <unix time of the first call on the shrunk
  * communicator, checked> (...), GOOD <unix time> (the first good
- * allreduce of the loop after a shrink), DONE <members>; errors: ERROR <why>. */
+ * allreduce of the loop after a shrink), DONE <members>; errors: ERROR <why>
+ * (a failed shrink: then AGAIN <why>, what a second shrink says). */
 #include <loom.h>
 
 #include <stdint.h>
@@ -137,6 +138,9 @@ int main(int argc, char **argv)
         if (res != LOOM_SUCCESS) {
             printf("ERROR shrink: %s: %s\n", loom_result_string(res),
                    loom_get_error_string(NULL));
+            /* a second try is refused at once, saying why */
+            res = loom_comm_shrink_ext(comm, &sp, &nc);
+            printf("AGAIN %s: %s\n", loom_result_string(res), loom_get_error_string(NULL));
             loom_comm_destroy(comm);
             free(buf);
             free(members);

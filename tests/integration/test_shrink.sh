@@ -13,7 +13,8 @@
 #   during  rank 3 killed, then rank 0 (the coordinator-to-be) killed while
 #           it waits to call shrink: the others' agreement finds it dead
 #   never   rank 3 killed; rank 2 never calls shrink: the others' shrink
-#           fails within LOOM_TIMEOUT (4 s here) naming rank 2
+#           fails within LOOM_TIMEOUT (4 s here) naming rank 2, and a
+#           second shrink is refused saying that the first failed
 #   exclude no failure: every rank but 1 shrinks excluding rank 1
 # SHRINK_TRANSPORTS and SHRINK_CASES narrow the run. Every rank is bounded
 # (SIGALRM at 90 s; the script kills what is left by PID).
@@ -111,7 +112,7 @@ run_case() {
         # At once: every rank stopped while both die. Killed one after the
         # other on a busy machine, rank 3 could see rank 1's death and
         # propose to the coordinator before its own; the new communicator's
-        # set-up then waits for it (LOOM_BOOTSTRAP_TIMEOUT): a later death's
+        # set-up then finds it gone and the shrink fails: a later death's
         # case, not this one's.
         kill -STOP "${pids[@]}"
         kill -KILL "${pids[1]}" "${pids[3]}"; wait "${pids[1]}" "${pids[3]}" 2>/dev/null
@@ -136,6 +137,8 @@ run_case() {
                 fail "[$tr $cs] rank $r: the shrink did not fail naming rank 2"
                 tail -n 3 "$work/out.$r" "$work/err.$r"
             fi
+            grep -q '^AGAIN .*earlier shrink of this communicator failed' "$work/out.$r" ||
+                fail "[$tr $cs] rank $r: a second shrink: $(grep '^AGAIN' "$work/out.$r")"
         done
         [ $((SECONDS - ts)) -le 30 ] || fail "[$tr $cs] the shrink took more than 30 s to fail"
         kill -KILL "${pids[2]}"; wait "${pids[2]}" 2>/dev/null ;;
