@@ -53,20 +53,25 @@ loom_result_t loom_oob_send(struct loom_oob *v, int peer, uint32_t tag, const vo
     return res;
 }
 
+/* Ask (view) rank peer for its blob under tag (lock held). */
+static loom_result_t ask(struct loom_oob *v, int peer, uint32_t tag)
+{
+    struct oob_job *j = v->job;
+    struct oob_msg *m = loom_oob_msg_new(v->ns, j->rank, tag, LOOM_OOB_KIND_GET, NULL, 0);
+    if (!m)
+        return LOOM_ERROR_NO_MEMORY;
+    return loom_oob_enqueue(j, loom_oob_job_rank(v, peer), m);
+}
+
 loom_result_t loom_oob_lookup(struct loom_oob *v, int peer, uint32_t tag)
 {
     if (peer < 0 || peer >= v->nranks)
         return LOOM_ERROR_INVALID_ARGUMENT;
     struct oob_job *j = v->job;
-    struct oob_msg *m = loom_oob_msg_new(v->ns, j->rank, tag, LOOM_OOB_KIND_GET, NULL, 0);
-    if (!m)
-        return LOOM_ERROR_NO_MEMORY;
     pthread_mutex_lock(&j->lock);
     loom_result_t res = view_error(v, peer);
     if (res == LOOM_SUCCESS)
-        res = loom_oob_enqueue(j, loom_oob_job_rank(v, peer), m);
-    else
-        free(m);
+        res = ask(v, peer, tag);
     pthread_mutex_unlock(&j->lock);
     return res;
 }
@@ -112,16 +117,6 @@ int loom_oob_poll(struct loom_oob *v, uint32_t tag, int peer, int *from, void **
     return rc;
 }
 
-/* Ask job rank jr whether it is alive (lock held): a refused connection
- * sets its error; the answer, a message under the tag, says only yes. */
-static void ping(struct oob_job *j, uint64_t ns, int jr)
-{
-    struct oob_msg *m = loom_oob_msg_new(ns, j->rank, LOOM_OOB_TAG_PING, LOOM_OOB_KIND_GET, NULL,
-                                         0);
-    if (m)
-        loom_oob_enqueue(j, jr, m);
-}
-
 loom_result_t loom_oob_recv(struct loom_oob *v, uint32_t tag, int peer, double timeout,
                             int *from, void **buf, size_t *len)
 {
@@ -140,8 +135,9 @@ loom_result_t loom_oob_recv(struct loom_oob *v, uint32_t tag, int peer, double t
             void *p;
             while (take(v, LOOM_OOB_TAG_PING, peer, NULL, &p, NULL) == 1)
                 free(p);
+            /* a refused connection sets its error; the answer says only yes */
             if ((now = loom_now()) >= next_ping) {
-                ping(j, v->ns, loom_oob_job_rank(v, peer));
+                ask(v, peer, LOOM_OOB_TAG_PING);
                 next_ping = now + OOB_RECV_PING;
             }
         }

@@ -130,12 +130,10 @@ static loom_result_t shrink(struct loom_comm *comm, const loom_shrink_params_t *
             *failed = calloc((size_t)n, 1);
     int *members = calloc((size_t)n, sizeof *members);
     loom_result_t res = quiesce(comm, timeout);
-    if (res < 0) {
-        /* nothing was agreed: the caller may try again (with LOOM_SHRINK_ABORT) */
-        __atomic_store_n(&comm->shrunk, 0, __ATOMIC_RELEASE);
-        was = -1;
+    /* nothing agreed yet: the caller may try again (with LOOM_SHRINK_ABORT) */
+    int retry = res < 0;
+    if (res < 0)
         goto out;
-    }
     res = LOOM_ERROR_NO_MEMORY;
     if (!suspect || !exclude || !failed || !members)
         goto out;
@@ -212,8 +210,8 @@ static loom_result_t shrink(struct loom_comm *comm, const loom_shrink_params_t *
         nc->agree_oob = NULL;
     *out = nc;
 out:
-    if (res < 0 && was == 0)
-        __atomic_store_n(&comm->shrunk, 2, __ATOMIC_RELEASE);
+    if (res < 0)
+        __atomic_store_n(&comm->shrunk, retry ? 0 : 2, __ATOMIC_RELEASE);
     free(suspect);
     free(exclude);
     free(failed);

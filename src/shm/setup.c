@@ -159,9 +159,7 @@ static loom_result_t local_allgather(struct loom_comm *comm, struct loom_shm *s,
         loom_result_t res = loom_oob_recv(comm->oob, tag, s->ranks[0], timeout, NULL, (void **)&buf,
                                           &got);
         if (res == LOOM_SUCCESS && got >= 1 && buf[0] == 0) {
-            loom_comm_set_error(comm, LOOM_ERROR_REMOTE,
-                                "the local leader (rank %d) gave "
-                                "up: %.*s",
+            loom_comm_set_error(comm, LOOM_ERROR_REMOTE, "the local leader (rank %d) gave up: %.*s",
                                 s->ranks[0], (int)(got - 1), (const char *)buf + 1);
             free(buf);
             return LOOM_ERROR_REMOTE;
@@ -199,6 +197,8 @@ static loom_result_t local_allgather(struct loom_comm *comm, struct loom_shm *s,
         return LOOM_ERROR_NO_MEMORY;
     out[0] = res == LOOM_SUCCESS;
     memcpy(out + 1, res == LOOM_SUCCESS ? all : (const void *)comm->errmsg, n - 1);
+    /* a send that fails names a rank gone: its peers carry on, and whoever
+     * waits on it next finds it gone */
     for (int k = 1; k < s->n; k++)
         loom_oob_send(comm->oob, s->ranks[k], tag, out, n);
     free(out);
